@@ -1,0 +1,499 @@
+"""``ibnetdiscover`` (rdma-core infiniband-diags): render its text and parse real dumps.
+
+Rendering follows ``infiniband-diags/ibnetdiscover.c``: the header, then switches and
+CAs in libibnetdisc's order (see :mod:`.libibnetdisc`), each node as its ids block,
+header line and one line per connected port.  ``-p`` is the one-line-per-port report.
+
+Parsing accepts what real dumps contain: ``ibwarn:`` lines and other noise before the
+header, ``-g`` chassis grouping, ``-f`` field suffixes, ibdiagnet's variant (port
+labels ``[1](1/1/1)``, fixed spaces), ibsim net files (node ids that are names), down
+ports (``-p``), routers, multi-port CAs, and nodes that appear only as the far end of
+a port line.  Anything it cannot read is reported with its line number and skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from ..errors import InputError, Problem
+from ..model import rates
+from ..model.fabric import Fabric, Node, NodeType, PhysState, Port
+from .libibnetdisc import Scan, scan
+
+# --- rendering ----------------------------------------------------------------------
+
+
+def header(start: Port, now: float | None = None, *, mads: tuple[int, int] | None = None) -> str:
+    t = time.time() if now is None else now
+    out = f"#\n# Topology file: generated on {time.ctime(t)}\n#\n"
+    if mads is not None:
+        out += f"# Reported max hops discovered: {mads[0]}\n# Total MADs used: {mads[1]}\n"
+    out += f"# Initiated from node {start.node.guid:016x} port {start.guid:016x}\n"
+    return out
+
+
+def _rate(p: Port) -> str:
+    return f"{p.width.token}{p.speed.token}"
+
+
+def _ids(n: Node) -> str:
+    s = f"\nvendid=0x{n.vendid:x}\ndevid=0x{n.devid:x}\n"
+    if n.sysimgguid:
+        s += f"sysimgguid=0x{n.sysimgguid:x}\n"
+    return s
+
+
+def _switch_block(n: Node, ports: list[Port], out: list[str]) -> None:
+    esp = "enhanced" if n.enhanced_port0 else "base"
+    out.append(
+        f"{_ids(n)}switchguid=0x{n.guid:x}({n.port_guid:x})\n"
+        f'Switch\t{n.nports} "{n.label}"\t\t# "{n.desc}" {esp} port 0 lid {n.lid} lmc {n.lmc}\n'
+    )
+    for p in ports:
+        q = p.peer
+        if q is None:
+            continue
+        r = q.node
+        if r.is_switch:
+            out.append(f'[{p.num}]\t"{r.label}"[{q.num}]\t\t# "{r.desc}" lid {r.lid} {_rate(p)}\n')
+        else:
+            out.append(f'[{p.num}]\t"{r.label}"[{q.num}]({q.guid:x}) \t\t# "{r.desc}" lid {q.lid} {_rate(p)}\n')
+
+
+def _ca_block(n: Node, ports: list[Port], out: list[str]) -> None:
+    kind, key = ("Rt", "rt") if n.type == NodeType.ROUTER else ("Ca", "ca")
+    out.append(f'{_ids(n)}{key}guid=0x{n.guid:x}\n{kind}\t{n.nports} "{n.label}"\t\t# "{n.desc}"\n')
+    for p in ports:
+        q = p.peer
+        if q is None:
+            continue
+        r = q.node
+        far = f" ({q.guid:x}) " if not r.is_switch else ""
+        out.append(
+            f'[{p.num}]({p.guid:x}) \t"{r.label}"[{q.num}]{far}\t\t'
+            f'# lid {p.lid} lmc {p.lmc} "{r.desc}" lid {q.base_lid} {_rate(p)}\n'
+        )
+
+
+def render(fabric: Fabric, start: Port, *, now: float | None = None, report_max_hops: bool = False,
+           found: Scan | None = None) -> str:
+    """``ibnetdiscover`` run on the host that owns ``start`` (default output)."""
+    s = found or scan(fabric, start)
+    out = [header(start, now, mads=(s.max_hops, s.total_mads) if report_max_hops else None)]
+    for n in s.of_type(switch=True):
+        _switch_block(n, s.ports(n), out)
+    cas = s.of_type(switch=False)
+    for n in cas:
+        if n.type == NodeType.CA:
+            _ca_block(n, s.ports(n), out)
+    for n in cas:
+        if n.type == NodeType.ROUTER:
+            _ca_block(n, s.ports(n), out)
+    return "".join(out)
+
+
+_TYPE = {NodeType.CA: "CA", NodeType.SWITCH: "SW", NodeType.ROUTER: "RT"}
+
+
+def render_ports(fabric: Fabric, start: Port, *, found: Scan | None = None) -> str:
+    """``ibnetdiscover -p``: every port libibnetdisc holds, node by node, ports descending."""
+    s = found or scan(fabric, start)
+    out: list[str] = []
+    for n in s.nodes:
+        t = _TYPE[n.type]
+        for p in reversed(s.ports(n)):
+            line = f"{t:>2} {p.base_lid:5d} {p.num:2d} 0x{p.guid:016x} {p.width.token} {p.speed.token}"
+            q = p.peer
+            if q is not None:
+                r = q.node
+                line += (f" - {_TYPE[r.type]:>2} {q.base_lid:5d} {q.num:2d} 0x{q.guid:016x}"
+                         f" ( '{n.desc}' - '{r.desc}' )\n")
+            else:
+                line += f"{'':36s}'{n.desc}'\n"
+            out.append(line)
+    return "".join(out)
+
+
+# --- parsing -------------------------------------------------------------------------
+
+
+@dataclass
+class Dump:
+    """A parsed ibnetdiscover file."""
+
+    fabric: Fabric
+    source: str
+    kind: str  # "topology" or "ports"
+    from_guid: int | None = None
+    from_port_guid: int | None = None
+    generated: str | None = None
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def from_port(self) -> Port | None:
+        """The port the dump was taken from, when the header names it."""
+        if self.from_port_guid is None:
+            return None
+        node = self.fabric.by_guid.get(self.from_guid or -1)
+        if node is None:
+            return None
+        for p in node.iter_ports():
+            if p.guid == self.from_port_guid and p.peer is not None:
+                return p
+        return next((p for p in node.iter_ports() if p.peer is not None), None)
+
+
+_NODE_RE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]*)"\s*(.*)$')
+_SW_TAIL = re.compile(r'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+(\d+)\s+lmc\s+(\d+)')
+_DESC_TAIL = re.compile(r'^#\s*"(.*)"')
+_PORT_RE = re.compile(
+    r'^\[(\d+)\](?:\[ext \d+\])?((?:\([^)]*\))*)\s*"([^"]+)"\[(\d+)\](?:\[ext \d+\])?'
+    r"(?:\s*\(([0-9a-fA-F]+)\))?\s*(.*)$"
+)
+_SW_PORT_TAIL = re.compile(r'^#\s*"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
+_CA_PORT_TAIL = re.compile(r'^#\s*lid\s+(\d+)\s+lmc\s+(\d+)\s+"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
+_IDS_RE = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x([0-9a-fA-F]+)(?:\(([0-9a-fA-F]+)\))?")
+_FROM_RE = re.compile(r"^#\s*Initiated from node ([0-9a-fA-F]+) port ([0-9a-fA-F]+)")
+_GEN_RE = re.compile(r"^#\s*Topology file: generated on (.*)$")
+_RATE_RE = re.compile(r"^(\d+x)([A-Za-z0-9?]+)$")
+_PORTS_LINE = re.compile(
+    r"^(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s+(\S+)\s+(\S+)\s*(.*)$"
+)
+_PORTS_PEER = re.compile(
+    r"^-\s+(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)\s*$"
+)
+_GROUPING = re.compile(r"^(Chassis \d+|Non-Chassis Nodes|Hostname:|# (Spine|Line) Nodes|# Chassis (Switches|CAs))")
+_ID_GUID = re.compile(r"^([SHR])-([0-9a-fA-F]{1,16})$")
+_TYPE_BY_PREFIX = {"S": NodeType.SWITCH, "H": NodeType.CA, "R": NodeType.ROUTER}
+_TYPE_BY_WORD = {"Switch": NodeType.SWITCH, "Ca": NodeType.CA, "Hca": NodeType.CA, "Rt": NodeType.ROUTER}
+_TYPE_BY_ABBR = {"SW": NodeType.SWITCH, "CA": NodeType.CA, "RT": NodeType.ROUTER}
+
+
+def _rate_tokens(tok: str | None) -> tuple[rates.Width, rates.Speed] | None:
+    if not tok:
+        return None
+    m = _RATE_RE.match(tok)
+    if not m:
+        return None
+    return _width_or_unknown(m.group(1)), _speed_or_unknown(m.group(2))
+
+
+def _width_or_unknown(tok: str) -> rates.Width:
+    return rates.WIDTHS.get(tok.lower(), rates.UNKNOWN_WIDTH)
+
+
+def _speed_or_unknown(tok: str) -> rates.Speed:
+    return rates.SPEEDS.get(tok.upper() if tok.upper() != "FDR10" else "FDR10", rates.UNKNOWN_SPEED)
+
+
+@dataclass
+class _NodeRec:
+    label: str
+    type: NodeType
+    nports: int = 0
+    desc: str | None = None
+    guid: int | None = None
+    port_guid: int | None = None
+    sysimgguid: int = 0
+    vendid: int = 0
+    devid: int = 0
+    lid: int = 0
+    lmc: int = 0
+    enhanced: bool = False
+    defined_at: int = 0  # line of its block, 0 = only named by others
+    port_guids: dict[int, int] = field(default_factory=dict)
+    port_lids: dict[int, tuple[int, int]] = field(default_factory=dict)
+    down_ports: dict[int, tuple[rates.Width, rates.Speed]] = field(default_factory=dict)
+    max_port: int = 0
+
+
+class _Parser:
+    def __init__(self, source: str):
+        self.source = source
+        self.recs: dict[str, _NodeRec] = {}
+        self.order: list[str] = []
+        self.links: dict[tuple[str, int], tuple[str, int, tuple | None, int]] = {}
+        self.warnings: list[Problem] = []
+        self.from_guid = self.from_port_guid = None
+        self.generated = None
+
+    def warn(self, line: int, what: str) -> None:
+        self.warnings.append(Problem(f"{self.source}:{line}", what))
+
+    def rec(self, label: str, type: NodeType | None = None) -> _NodeRec:
+        r = self.recs.get(label)
+        if r is None:
+            m = _ID_GUID.match(label)
+            t = type or (_TYPE_BY_PREFIX[m.group(1)] if m else NodeType.CA)
+            r = _NodeRec(label, t)
+            if m:
+                r.guid = int(m.group(2), 16)
+            self.recs[label] = r
+            self.order.append(label)
+        return r
+
+    def add_link(self, a: str, ap: int, b: str, bp: int, rate, line: int) -> None:
+        for (x, xp, y, yp) in ((a, ap, b, bp), (b, bp, a, ap)):
+            prev = self.links.get((x, xp))
+            if prev is not None and (prev[0], prev[1]) != (y, yp):
+                self.warn(line, f"{x}[{xp}] is cabled to {prev[0]}[{prev[1]}] (line {prev[3]}) "
+                          f"and to {y}[{yp}]; keeping the first")
+                return
+        for (x, xp, y, yp) in ((a, ap, b, bp), (b, bp, a, ap)):
+            prev = self.links.get((x, xp))
+            keep = rate or (prev[2] if prev else None)
+            self.links[(x, xp)] = (y, yp, keep, prev[3] if prev else line)
+        for x, xp in ((a, ap), (b, bp)):
+            r = self.recs[x]
+            r.max_port = max(r.max_port, xp)
+
+    # -- default format -------------------------------------------------------------
+    def parse_topology(self, lines: list[str]) -> None:
+        ids: dict[str, tuple[int, int | None]] = {}
+        cur: _NodeRec | None = None
+        for no, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line:
+                cur = None
+                continue
+            c0 = line[0]
+            if c0 == "[" and cur is not None:
+                self.port_line(cur, line, no)
+                continue
+            if c0 == "#":
+                m = _FROM_RE.match(line)
+                if m:
+                    self.from_guid, self.from_port_guid = int(m.group(1), 16), int(m.group(2), 16)
+                elif (g := _GEN_RE.match(line)) is not None:
+                    self.generated = g.group(1).strip()
+                continue
+            m = _IDS_RE.match(line)
+            if m:
+                ids[m.group(1)] = (int(m.group(2), 16), int(m.group(3), 16) if m.group(3) else None)
+                continue
+            m = _NODE_RE.match(line)
+            if m:
+                cur = self.node_line(m, ids, no)
+                ids = {}
+                continue
+            if c0 == "[":
+                self.warn(no, "port line outside a node block")
+                continue
+            if line.startswith("ibwarn") or _GROUPING.match(line) or line.startswith(("Topology file", "Initiated")):
+                continue
+            if re.match(r"^\w+\s*=", line):  # ibsim net directives: width=, speed=, …
+                continue
+            self.warn(no, f"not an ibnetdiscover line: {line[:60]!r}")
+
+    def node_line(self, m: re.Match, ids: dict, no: int) -> _NodeRec:
+        word, nports, label, tail = m.group(1), int(m.group(2)), m.group(3), m.group(4)
+        t = _TYPE_BY_WORD[word]
+        r = self.rec(label, t)
+        if r.defined_at:
+            self.warn(no, f"node {label} appears twice (first at line {r.defined_at}); keeping the first")
+            return r
+        r.type = t
+        r.defined_at = no
+        r.nports = nports
+        key = {NodeType.SWITCH: "switchguid", NodeType.CA: "caguid", NodeType.ROUTER: "rtguid"}[t]
+        if key in ids:
+            r.guid, pg = ids[key]
+            if pg is not None:
+                r.port_guid = pg
+        if "vendid" in ids:
+            r.vendid = ids["vendid"][0]
+        if "devid" in ids:
+            r.devid = ids["devid"][0]
+        if "sysimgguid" in ids:
+            r.sysimgguid = ids["sysimgguid"][0]
+        sm = _SW_TAIL.match(tail) if t == NodeType.SWITCH else None
+        if sm:
+            r.desc = sm.group(1)
+            r.enhanced = sm.group(2) == "enhanced"
+            r.lid, r.lmc = int(sm.group(3)), int(sm.group(4))
+        else:
+            dm = _DESC_TAIL.match(tail)
+            if dm:
+                r.desc = dm.group(1)
+            else:
+                r.desc = label if not _ID_GUID.match(label) else ""
+        return r
+
+    def port_line(self, cur: _NodeRec, line: str, no: int) -> None:
+        m = _PORT_RE.match(line)
+        if not m:
+            self.warn(no, f"not a port line: {line[:60]!r}")
+            return
+        pnum, lparen, rlabel, rp, rguid, tail = (
+            int(m.group(1)), m.group(2), m.group(3), int(m.group(4)), m.group(5), m.group(6))
+        if cur.nports and not 1 <= pnum <= cur.nports:
+            self.warn(no, f"{cur.label} has {cur.nports} ports, not {pnum}")
+            return
+        far = self.rec(rlabel)
+        rate = None
+        if cur.type == NodeType.SWITCH:
+            tm = _SW_PORT_TAIL.match(tail)
+            if tm:
+                if far.desc is None:
+                    far.desc = tm.group(1)
+                rlid = int(tm.group(2))
+                rate = _rate_tokens(tm.group(3))
+                if far.type == NodeType.SWITCH:
+                    if not far.lid:
+                        far.lid = rlid
+                else:
+                    far.port_lids.setdefault(rp, (rlid, 0))
+        else:
+            guids = [g.strip("()") for g in re.findall(r"\([^)]*\)", lparen)]
+            hexes = [g for g in guids if re.fullmatch(r"[0-9a-fA-F]+", g)]
+            if hexes:
+                cur.port_guids[pnum] = int(hexes[-1], 16)
+            tm = _CA_PORT_TAIL.match(tail)
+            if tm:
+                cur.port_lids[pnum] = (int(tm.group(1)), int(tm.group(2)))
+                if far.desc is None:
+                    far.desc = tm.group(3)
+                rlid = int(tm.group(4))
+                rate = _rate_tokens(tm.group(5))
+                if far.type == NodeType.SWITCH:
+                    if not far.lid:
+                        far.lid = rlid
+                else:
+                    far.port_lids.setdefault(rp, (rlid, 0))
+        if rguid:
+            far.port_guids[rp] = int(rguid, 16)
+        self.add_link(cur.label, pnum, rlabel, rp, rate, no)
+
+    # -- ports report (-p) ------------------------------------------------------------
+    def parse_ports(self, lines: list[str]) -> None:
+        for no, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line.startswith(("#", "ibwarn")):
+                continue
+            m = _PORTS_LINE.match(line)
+            if not m:
+                self.warn(no, f"not an ibnetdiscover -p line: {line[:60]!r}")
+                continue
+            t, lid, pnum, pguid = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4), 16)
+            w, s, rest = _width_or_unknown(m.group(5)), _speed_or_unknown(m.group(6)), m.group(7).strip()
+            pm = _PORTS_PEER.match(rest)
+            if pm:
+                desc, rdesc = pm.group(5), pm.group(6)
+            else:
+                desc = rest[1:-1] if rest.startswith("'") and rest.endswith("'") and len(rest) > 1 else rest
+            a = self.port_rec(t, lid, pnum, pguid, desc)
+            if pm:
+                rt, rlid, rp, rguid = pm.group(1), int(pm.group(2)), int(pm.group(3)), int(pm.group(4), 16)
+                b = self.port_rec(rt, rlid, rp, rguid, rdesc)
+                self.add_link(a.label, pnum, b.label, rp, (w, s), no)
+            else:
+                a.down_ports[pnum] = (w, s)
+                a.max_port = max(a.max_port, pnum)
+
+    def port_rec(self, t: str, lid: int, pnum: int, pguid: int, desc: str) -> _NodeRec:
+        ntype = _TYPE_BY_ABBR[t]
+        guid = pguid
+        if ntype != NodeType.SWITCH and pnum > 1:
+            # multi-port CA convention: port N GUID = node GUID + N
+            base = pguid - pnum
+            r = self.recs.get(f"{ntype.prefix}-{base:016x}")
+            if r is not None and r.desc == desc:
+                guid = base
+        label = f"{ntype.prefix}-{guid:016x}"
+        r = self.recs.get(label)
+        if r is None:
+            r = self.rec(label, ntype)
+            r.desc = desc
+            r.defined_at = -1
+            if ntype == NodeType.SWITCH:
+                r.port_guid = pguid
+        if ntype == NodeType.SWITCH:
+            r.lid = lid
+        else:
+            r.port_guids[pnum] = pguid
+            r.port_lids[pnum] = (lid, 0)
+        return r
+
+    # -- to a Fabric ---------------------------------------------------------------
+    def fabric(self) -> Fabric:
+        fab = Fabric()
+        nodes: dict[str, Node] = {}
+        for label in self.order:
+            r = self.recs[label]
+            if not r.defined_at:
+                self.warnings.append(Problem(self.source, f"node {label} ({r.desc or '?'}) is only "
+                                             f"named as the far end of a cable; its ports are unknown"))
+            nports = max(r.nports, r.max_port, 1)
+            ident = None if _ID_GUID.match(label) else label
+            guid = r.guid if r.guid is not None else 0
+            n = Node(r.type, guid, nports, r.desc or "", vendid=r.vendid, devid=r.devid,
+                     sysimgguid=r.sysimgguid, port_guid=r.port_guid, ident=ident)
+            n.lid, n.lmc, n.enhanced_port0 = r.lid, r.lmc, r.enhanced
+            for pn, pg in r.port_guids.items():
+                if 0 < pn <= nports:
+                    n.ports[pn].guid = pg  # type: ignore[union-attr]
+            for pn, (lid, lmc) in r.port_lids.items():
+                if 0 < pn <= nports:
+                    p = n.ports[pn]
+                    p.lid, p.lmc = lid, lmc  # type: ignore[union-attr]
+            for pn, (w, s) in r.down_ports.items():
+                p = n.ports[pn]
+                p.width, p.speed = w, s  # type: ignore[union-attr]
+            try:
+                fab.add(n)
+            except Exception as e:  # duplicate GUID under two ids
+                self.warnings.append(Problem(self.source, str(e)))
+                continue
+            nodes[label] = n
+        done: set = set()
+        for (a, ap), (b, bp, rate, line) in self.links.items():
+            if (a, ap) in done or a not in nodes or b not in nodes:
+                continue
+            done.add((a, ap))
+            done.add((b, bp))
+            w, s = rate if rate else (rates.UNKNOWN_WIDTH, rates.UNKNOWN_SPEED)
+            pa, pb = nodes[a].ports[ap], nodes[b].ports[bp]
+            if pa is None or pb is None:
+                self.warnings.append(Problem(f"{self.source}:{line}", f"bad port in {a}[{ap}] -- {b}[{bp}]"))
+                continue
+            fab.connect(pa, pb, w, s)
+        return fab
+
+
+def parse(text: str, source: str = "<input>") -> Dump:
+    """Parse ibnetdiscover output (default or ``-p``, detected) into a fabric."""
+    lines = text.splitlines()
+    p = _Parser(source)
+    kind = "ports" if _looks_like_ports(lines) else "topology"
+    if kind == "ports":
+        p.parse_ports(lines)
+    else:
+        p.parse_topology(lines)
+    if not p.recs:
+        raise InputError([Problem(source, "no nodes found: not ibnetdiscover output")])
+    fab = p.fabric()
+    return Dump(fab, source, kind, p.from_guid, p.from_port_guid, p.generated, p.warnings)
+
+
+def _looks_like_ports(lines: list[str]) -> bool:
+    for line in lines:
+        s = line.strip()
+        if not s or s.startswith(("#", "ibwarn")):
+            continue
+        return bool(_PORTS_LINE.match(s))
+    return False
+
+
+def parse_file(path: str) -> Dump:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError([Problem(path, f"cannot read: {e.strerror}")]) from None
+    return parse(text, path)
+
+
+__all__ = ["render", "render_ports", "parse", "parse_file", "Dump", "header"]
+_ = PhysState  # re-exported for users that check port states after parsing

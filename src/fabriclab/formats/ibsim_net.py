@@ -1,0 +1,58 @@
+"""The net file of OFA's ``ibsim`` simulator, so the Debian ibsim can load any fabric.
+
+ibsim reads ibnetdiscover's own format (``ibsim/sim_net.c``): ``vendid=``/``devid=``/
+``sysimgguid=`` and ``switchguid=``/``caguid=`` set the next node's identity, a node
+header line names it, and its port lines cable it; ``lid N`` and ``enhanced port 0``
+on a switch header and ``# lid N lmc M`` on CA port lines set LIDs.  So the net file is
+the whole fabric in that format, every node once, in fabric order, with a comment
+header.
+
+What ibsim cannot express (its limits, not the file's):
+- a CA port GUID equal to the node GUID: ibsim gives port N the GUID node+N, so a
+  single-port ConnectX-7 (port GUID = node GUID on real hardware) shows node+1;
+- speeds it does not know: ibsim 0.10 (Debian 12) stops at HDR, ibsim 0.12 at NDR;
+  an unknown speed token leaves the port at ibsim's default (SDR enabled);
+- more than 2048 nodes, 256 switches or 13,312 ports unless started with -N/-S/-P
+  (``limits()`` gives the numbers to pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.fabric import Fabric, NodeType
+from .ibnetdiscover import _ca_block, _switch_block
+
+
+def render(fabric: Fabric, *, title: str = "") -> str:
+    out = ["# ibsim net file written by fabriclab", "\n"]
+    if title:
+        out.insert(1, f"\n# {title}")
+    for n in fabric.nodes:
+        if n.is_switch:
+            _switch_block(n, list(n.iter_ports())[1:], out)
+    for n in fabric.nodes:
+        if n.type == NodeType.CA:
+            _ca_block(n, list(n.iter_ports()), out)
+    for n in fabric.nodes:
+        if n.type == NodeType.ROUTER:
+            _ca_block(n, list(n.iter_ports()), out)
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Limits:
+    nodes: int
+    switches: int
+    ports: int
+
+    def args(self) -> list[str]:
+        """ibsim flags that make room for this fabric (never below ibsim's defaults)."""
+        return ["-N", str(max(self.nodes, 2048)), "-S", str(max(self.switches, 256)),
+                "-P", str(max(self.ports, 13312))]
+
+
+def limits(fabric: Fabric) -> Limits:
+    """Table sizes ibsim needs: nodes, switches, and ports (a switch counts port 0)."""
+    ports = sum(n.nports + (1 if n.is_switch else 0) for n in fabric.nodes)
+    return Limits(len(fabric.nodes), len(fabric.switches()), ports)

@@ -1,0 +1,108 @@
+"""The cluster around the fabric: trays, their GPUs and HCAs, and NVLink domains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .fabric import Fabric, Node
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+@dataclass
+class Gpu:
+    tray: "Tray"
+    index: int
+    domain: "Domain | None" = None
+    partition: int | None = None  # user NVLink partition id
+
+    @property
+    def cluster_uuid(self) -> str:
+        return self.domain.cluster_uuid if self.domain else ZERO_UUID
+
+    @property
+    def clique(self) -> int:
+        """What NVML reports as the GPU's CliqueId: the user partition's id, else the
+        domain's default-partition clique, else 0 (a GPU in no partition)."""
+        if self.partition is not None:
+            return self.partition
+        if self.domain is not None and self.domain.default_partition:
+            return self.domain.clique
+        return 0
+
+
+@dataclass
+class Tray:
+    host: str
+    gpus: list[Gpu] = field(default_factory=list)
+    hcas: list[Node] = field(default_factory=list)
+
+    def hca(self, name: str) -> Node | None:
+        for n in self.hcas:
+            if n.hca == name:
+                return n
+        return None
+
+
+@dataclass
+class Domain:
+    name: str
+    cluster_uuid: str
+    clique: int
+    default_partition: bool
+    trays: list[Tray] = field(default_factory=list)
+    partitions: dict[int, list[Gpu]] = field(default_factory=dict)
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(t.gpus) for t in self.trays)
+
+
+@dataclass
+class TierInfo:
+    """One switch tier of the fabric, for ``inspect``."""
+
+    tier: int
+    role: str
+    switches: int
+    down: int  # links toward the hosts
+    up: int  # links toward the next tier
+
+    @property
+    def oversubscription(self) -> float | None:
+        return self.down / self.up if self.up else None
+
+
+@dataclass
+class Cluster:
+    name: str
+    fabric: Fabric
+    trays: list[Tray]
+    domains: list[Domain]
+    description: str = ""
+
+    def tray(self, host: str) -> Tray | None:
+        return self._trays_by_host().get(host)
+
+    def _trays_by_host(self) -> dict[str, Tray]:
+        cached = getattr(self, "_by_host", None)
+        if cached is None or len(cached) != len(self.trays):
+            cached = {t.host: t for t in self.trays}
+            self._by_host = cached
+        return cached
+
+    def tiers(self) -> list[TierInfo]:
+        """Switch counts and link counts per tier (1 = leaf)."""
+        out: dict[int, TierInfo] = {}
+        for n in self.fabric.switches():
+            info = out.setdefault(n.tier, TierInfo(n.tier, n.role or f"tier-{n.tier}", 0, 0, 0))
+            info.switches += 1
+            for p in n.iter_ports():
+                if p.peer is None:
+                    continue
+                other = p.peer.node
+                if other.is_switch and other.tier > n.tier:
+                    info.up += 1
+                elif not other.is_switch or other.tier < n.tier:
+                    info.down += 1
+        return [out[k] for k in sorted(out)]
