@@ -177,15 +177,7 @@ def _rate_tokens(tok: str | None) -> tuple[rates.Width, rates.Speed] | None:
     m = _RATE_RE.match(tok)
     if not m:
         return None
-    return _width_or_unknown(m.group(1)), _speed_or_unknown(m.group(2))
-
-
-def _width_or_unknown(tok: str) -> rates.Width:
-    return rates.WIDTHS.get(tok.lower(), rates.UNKNOWN_WIDTH)
-
-
-def _speed_or_unknown(tok: str) -> rates.Speed:
-    return rates.SPEEDS.get(tok.upper() if tok.upper() != "FDR10" else "FDR10", rates.UNKNOWN_SPEED)
+    return rates.width_or_unknown(m.group(1)), rates.speed_or_unknown(m.group(2))
 
 
 @dataclass
@@ -377,7 +369,7 @@ class _Parser:
                 self.warn(no, f"not an ibnetdiscover -p line: {line[:60]!r}")
                 continue
             t, lid, pnum, pguid = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4), 16)
-            w, s, rest = _width_or_unknown(m.group(5)), _speed_or_unknown(m.group(6)), m.group(7).strip()
+            w, s, rest = rates.width_or_unknown(m.group(5)), rates.speed_or_unknown(m.group(6)), m.group(7).strip()
             pm = _PORTS_PEER.match(rest)
             if pm:
                 desc, rdesc = pm.group(5), pm.group(6)

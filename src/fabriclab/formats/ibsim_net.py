@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model import rates
 from ..model.fabric import Fabric, NodeType
 from .ibnetdiscover import _ca_block, _switch_block
 
@@ -56,3 +57,25 @@ def limits(fabric: Fabric) -> Limits:
     """Table sizes ibsim needs: nodes, switches, and ports (a switch counts port 0)."""
     ports = sum(n.nports + (1 if n.is_switch else 0) for n in fabric.nodes)
     return Limits(len(fabric.nodes), len(fabric.switches()), ports)
+
+
+# Speed tokens each ibsim release parses on a port line (sim_net.c).
+KNOWN_SPEEDS = {
+    (0, 10): {"SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR"},
+    (0, 12): {"SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"},
+}
+
+
+def as_ibsim_shows(fabric: Fabric, version: tuple[int, int] = (0, 10)) -> Fabric:
+    """Change ``fabric`` in place into what ibsim serves for its net file: CA port N has
+    GUID node+N, and a link whose speed ibsim cannot parse comes up at SDR.  Used to
+    compare the real tools' output under ibsim with fabriclab's renderer exactly."""
+    known = KNOWN_SPEEDS[version]
+    sdr = rates.SPEEDS["SDR"]
+    for n in fabric.nodes:
+        for p in n.iter_ports():
+            if not n.is_switch:
+                p.guid = n.guid + p.num
+            if p.peer is not None and p.speed.token not in known:
+                p.speed = sdr
+    return fabric

@@ -359,8 +359,8 @@ class _Builder:
             where = f"{base}.links[{i}]"
             a = self._endpoint(link.a, link.a_port, where)
             b = self._endpoint(link.b, link.b_port, where)
-            w = rates.width(link.width) if link.width else default_w
-            s = rates.speed(link.speed) if link.speed else default_s
+            w = rates.width_or_unknown(link.width) if link.width else default_w
+            s = rates.speed_or_unknown(link.speed) if link.speed else default_s
             try:
                 self.fabric.connect(a, b, w, s)
             except FabricError as e:
@@ -375,7 +375,8 @@ class _Builder:
                     s.desc if s.desc is not None else model.desc.format(name=s.name),
                     vendid=s.vendid if s.vendid is not None else model.vendid,
                     devid=s.devid if s.devid is not None else model.devid,
-                    revision=model.revision, sysimgguid=s.sysimgguid, name=s.name,
+                    revision=model.revision, sysimgguid=s.sysimgguid, port_guid=s.port_guid,
+                    name=s.name,
                     role="switch", tier=s.tier or 0)
         node.enhanced_port0 = model.enhanced_port0 if s.enhanced_port0 is None else s.enhanced_port0
         node.lid = s.lid or 0

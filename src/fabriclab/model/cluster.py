@@ -106,3 +106,55 @@ class Cluster:
                 elif not other.is_switch or other.tier < n.tier:
                     info.down += 1
         return [out[k] for k in sorted(out)]
+
+
+def find_port(cluster: "Cluster", text: str | None):
+    """The CA port a tool runs from: ``HOST`` (its first HCA), ``HOST:HCA`` or
+    ``HOST/HCA``, ``HOST:HCA:PORT``, a node description, a node id (``H-…``) or GUID.
+    None means the first tray's first HCA, as in the seed lab.  Returns (port, problem)."""
+    from .fabric import Node  # noqa: F811 (cycle-free local import)
+
+    fabric = cluster.fabric
+    node: Node | None = None
+    port_num: int | None = None
+    if text is None:
+        for t in cluster.trays:
+            if t.hcas:
+                node = t.hcas[0]
+                break
+        if node is None:
+            node = next((n for n in fabric.nodes if not n.is_switch), None)
+        if node is None:
+            return None, "the fabric has no CA to run from"
+    else:
+        parts = text.replace("/", ":").split(":")
+        host = parts[0]
+        tray = cluster.tray(host)
+        if tray is not None:
+            if len(parts) == 1:
+                node = tray.hcas[0] if tray.hcas else None
+                if node is None:
+                    return None, f"tray {host!r} has no HCA"
+            else:
+                node = tray.hca(parts[1])
+                if node is None:
+                    names = ", ".join(h.hca or "?" for h in tray.hcas)
+                    return None, f"tray {host!r} has no HCA {parts[1]!r} (it has {names})"
+                if len(parts) > 2:
+                    if not parts[2].isdigit():
+                        return None, f"bad port {parts[2]!r}"
+                    port_num = int(parts[2])
+        else:
+            node = fabric.find(text)
+            if node is None:
+                return None, f"no tray, CA or node {text!r} in this fabric"
+            if node.is_switch:
+                return None, f"{text!r} is a switch; run from a tray or CA"
+    if port_num is not None:
+        if not 1 <= port_num <= node.nports:
+            return None, f"{node.desc} has ports 1-{node.nports}"
+        return node.port(port_num), None
+    for p in node.iter_ports():
+        if p.peer is not None:
+            return p, None
+    return node.port(1), None

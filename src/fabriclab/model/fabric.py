@@ -233,7 +233,8 @@ class Fabric:
         return None
 
     # --- comparison --------------------------------------------------------------
-    def signature(self, *, rates: bool = True, lids: bool = True) -> tuple[frozenset, frozenset]:
+    def signature(self, *, rates: bool = True, lids: bool = True,
+                  ca_port_guids: bool = True) -> tuple[frozenset, frozenset]:
         """What two fabrics must share to be the same fabric to management software:
         nodes (identity, description, device ids, port count, LIDs) and links (with
         their width and speed).  Down ports and cluster-level names are not part of it.
@@ -242,7 +243,7 @@ class Fabric:
         for n in self.nodes:
             lid = (n.lid, n.lmc) if (lids and n.is_switch) else None
             up_ports = tuple(
-                (p.num, p.guid, (p.lid, p.lmc) if lids else None)
+                (p.num, p.guid if ca_port_guids else None, (p.lid, p.lmc) if lids else None)
                 for p in n.iter_ports()
                 if p.peer is not None and not n.is_switch
             )

@@ -71,7 +71,7 @@ UNKNOWN_WIDTH = Width("??", 0, 0)
 def speed(token: str) -> Speed:
     """Look a speed up by token, case-insensitively; KeyError names the known ones."""
     try:
-        return SPEEDS[token.upper()] if token.upper() != "FDR10" else SPEEDS["FDR10"]
+        return SPEEDS[token.upper()]
     except KeyError:
         raise KeyError(f"unknown rate {token!r} (known: {', '.join(SPEEDS)})") from None
 
@@ -95,3 +95,14 @@ def narrower(a: Width, b: Width) -> Width:
 def link_gbps(w: Width, s: Speed) -> float:
     """Data rate of a link in Gb/s, as ibstat's "Rate" and sysfs report it."""
     return s.data_gbps_4x * w.lanes / 4
+
+
+def width_or_unknown(token: str) -> Width:
+    """A width token as tools print it; anything unrecognised is the "??" width."""
+    return WIDTHS.get(token.lower(), UNKNOWN_WIDTH)
+
+
+def speed_or_unknown(token: str) -> Speed:
+    """A speed token as tools print it; anything unrecognised is the "???" speed."""
+    t = token.upper()
+    return SPEEDS.get(t, UNKNOWN_SPEED)

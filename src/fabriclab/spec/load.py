@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,10 @@ def parse_spec_text(text: str, source: str) -> Spec:
     if not isinstance(data, dict):
         raise SpecError([Problem(f"{source}:1", "a spec is a mapping of keys (name, trays, fabric, …)")])
     try:
-        return Spec.model_validate(data)
+        spec = Spec.model_validate(data)
+        spec._source = source
+        spec._lines = marks.lines
+        return spec
     except ValidationError as e:
         problems = []
         for err in e.errors():
@@ -115,6 +119,36 @@ def parse_spec_text(text: str, source: str) -> Spec:
                 seen.add(p.where)
                 unique.append(p)
         raise SpecError(unique) from None
+
+
+_WHERE_TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\.")
+
+
+def locate(spec: Spec, error: SpecError) -> SpecError:
+    """The same error with each dotted spec path (``fabric.fat_tree.spines``) prefixed by
+    the file and line it refers to."""
+    if not spec._source:
+        return error
+    marks = _Marks()
+    marks.lines = spec._lines
+    out = []
+    for p in error.problems:
+        loc: list = []
+        pos = 0
+        while pos < len(p.where):
+            m = _WHERE_TOKEN.match(p.where, pos)
+            if not m:
+                loc = []
+                break
+            if m.group(1):
+                loc.append(m.group(1))
+            elif m.group(2):
+                loc.append(int(m.group(2)))
+            pos = m.end()
+        line = marks.line_for(tuple(loc)) if loc else None
+        where = f"{spec._source}:{line}: {p.where}" if line else f"{spec._source}: {p.where}"
+        out.append(Problem(where, p.what))
+    return SpecError(out)
 
 
 def load_spec(arg: str, *, trays: int | None = None) -> Spec:

@@ -13,7 +13,8 @@ import re
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
+                      model_validator)
 
 from ..model import hardware, rates
 from . import hostlist
@@ -248,6 +249,7 @@ class SwitchSpec(_Strict):
     name: str
     model: str = "quantum-2"
     guid: Guid | None = None
+    port_guid: Guid | None = None  # port 0 GUID, default = node GUID
     sysimgguid: Guid | None = None
     desc: str | None = None  # default: the model's description template
     ports: int | None = Field(None, ge=1, le=254)  # default: the model's NumPorts
@@ -287,7 +289,7 @@ class CaSpec(_Strict):
 _ENDPOINT = r"(?P<{0}>[^\[\]]+)\[(?P<{0}p>\d+)\]"
 _LINK_RE = re.compile(
     r"^\s*" + _ENDPOINT.format("a") + r"\s*--\s*" + _ENDPOINT.format("b")
-    + r"(?:\s+(?P<w>\d+x)(?P<s>[A-Za-z0-9]+))?\s*$"
+    + r"(?:\s+(?P<w>\d+x|\?\?)(?P<s>[A-Za-z0-9]+|\?\?\?))?\s*$"
 )
 
 
@@ -306,8 +308,8 @@ class LinkSpec(_Strict):
             raise ValueError(
                 f"bad link {text!r}: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'"
             )
-        w = _check_width(m.group("w")) if m.group("w") else None
-        s = _check_rate(m.group("s")) if m.group("s") else None
+        w = m.group("w") and (m.group("w") if m.group("w") == "??" else _check_width(m.group("w")))
+        s = m.group("s") and (m.group("s") if m.group("s") == "???" else _check_rate(m.group("s")))
         return cls(a=m.group("a").strip(), a_port=int(m.group("ap")), b=m.group("b").strip(),
                    b_port=int(m.group("bp")), width=w, speed=s)
 
@@ -386,6 +388,10 @@ class Spec(_Strict):
     fabric: FabricSpec
     guids: GuidPlan = GuidPlan()
     lids: LidPlan = LidPlan()
+    # Where the spec came from and the line of each key, so that errors found while
+    # building can point at the line too (set by fabriclab.spec.load).
+    _source: str = PrivateAttr("")
+    _lines: dict = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _unique_hosts(self):

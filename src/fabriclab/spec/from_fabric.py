@@ -1,0 +1,144 @@
+"""A fabric (a parsed real dump) written back as an explicit spec.
+
+Every GUID, LID, description and cable is kept, so building the spec gives the same
+fabric again (``build(spec_from_fabric(f)).fabric.same_as(f)``).  CAs described
+``"<host> <hca>"`` become trays; everything else (HCAs with a factory description,
+SHARP Aggregation Nodes, routers) is listed under ``fabric.explicit.cas``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..model import hardware
+from ..model.fabric import Fabric, Node, NodeType
+
+_HOST_HCA = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z][A-Za-z0-9_-]*\d)$")
+_SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
+_SWITCH_BY_DEVID = {m.devid: k for k, m in hardware.SWITCH_MODELS.items() if m.enhanced_port0}
+_CA_BY_DEVID = {m.devid: k for k, m in hardware.CA_MODELS.items()}
+
+
+def _hex(v: int) -> str:
+    return f"0x{v:016x}"
+
+
+def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
+                     description: str = "") -> dict[str, Any]:
+    """The explicit spec of a fabric, as plain data ready for YAML."""
+    trays: dict[str, list[Node]] = {}
+    loose: list[Node] = []
+    taken: set[tuple[str, str]] = set()
+    for n in fabric.nodes:
+        if n.is_switch:
+            continue
+        m = _HOST_HCA.match(n.desc) if n.type == NodeType.CA else None
+        if m and (m.group(1), m.group(2)) not in taken and n.ident is None:
+            taken.add((m.group(1), m.group(2)))
+            trays.setdefault(m.group(1), []).append(n)
+        else:
+            loose.append(n)
+
+    names: dict[int, str] = {}  # id(node) -> endpoint name
+    switch_names: set[str] = set()
+    for n in fabric.switches():
+        m = _SWITCH_NAME.match(n.desc)
+        cand = m.group(1) if m else n.label
+        if cand in switch_names or "/" in cand or "[" in cand:
+            cand = n.label
+        switch_names.add(cand)
+        names[id(n)] = cand
+    for host, hcas in trays.items():
+        for h in hcas:
+            names[id(h)] = f"{host}/{_HOST_HCA.match(h.desc).group(2)}"  # type: ignore[union-attr]
+    for n in loose:
+        names[id(n)] = n.label
+
+    switches = [_switch(n, names[id(n)]) for n in fabric.switches()]
+    tray_specs = [
+        {"hosts": host, "gpus": gpus_per_hca * len(hcas),
+         "hcas": [_hca(h, _HOST_HCA.match(h.desc).group(2)) for h in hcas]}  # type: ignore[union-attr]
+        for host, hcas in trays.items()
+    ]
+    cas = [_ca(n, names[id(n)]) for n in loose]
+    links = []
+    for a, b in fabric.links():
+        links.append(f"{names[id(a.node)]}[{a.num}] -- {names[id(b.node)]}[{b.num}] "
+                     f"{a.width.token}{a.speed.token}")
+    explicit: dict[str, Any] = {"switches": switches}
+    if cas:
+        explicit["cas"] = cas
+    explicit["links"] = links
+    spec: dict[str, Any] = {"name": name}
+    if description:
+        spec["description"] = description
+    spec["trays"] = tray_specs
+    spec["fabric"] = {"explicit": explicit}
+    return spec
+
+
+def _switch(n: Node, name: str) -> dict[str, Any]:
+    model_key = _SWITCH_BY_DEVID.get(n.devid, "quantum-2")
+    model = hardware.SWITCH_MODELS[model_key]
+    d: dict[str, Any] = {"name": name, "model": model_key}
+    if n.ident is None:
+        d["guid"] = _hex(n.guid)
+        if n.port_guid != n.guid:
+            d["port_guid"] = _hex(n.port_guid)
+        if n.sysimgguid != n.guid:
+            d["sysimgguid"] = _hex(n.sysimgguid)
+    d["desc"] = n.desc
+    if n.nports != model.nports:
+        d["ports"] = n.nports
+    d["lid"] = n.lid
+    if n.lmc:
+        d["lmc"] = n.lmc
+    if n.enhanced_port0 != model.enhanced_port0:
+        d["enhanced_port0"] = n.enhanced_port0
+    if n.vendid != model.vendid:
+        d["vendid"] = f"0x{n.vendid:x}"
+    if n.devid != model.devid:
+        d["devid"] = f"0x{n.devid:x}"
+    return d
+
+
+def _port_fields(n: Node, d: dict[str, Any]) -> None:
+    ports = list(n.iter_ports())
+    default = [n.port_guid_for(p.num) for p in ports]
+    actual = [p.guid for p in ports]
+    if actual != default:
+        d["port_guids"] = [_hex(g) for g in actual]
+    d["lids"] = [p.lid for p in ports]
+
+
+def _hca(n: Node, hca: str) -> dict[str, Any]:
+    model_key = _CA_BY_DEVID.get(n.devid, "connectx-7")
+    model = hardware.CA_MODELS[model_key]
+    d: dict[str, Any] = {"name": hca, "model": model_key, "guid": _hex(n.guid)}
+    if n.nports != 1:
+        d["ports"] = n.nports
+    if n.sysimgguid != n.guid:
+        d["sysimgguid"] = _hex(n.sysimgguid)
+    _port_fields(n, d)
+    if n.vendid != model.vendid:
+        d["vendid"] = f"0x{n.vendid:x}"
+    if n.devid != model.devid:
+        d["devid"] = f"0x{n.devid:x}"
+    return d
+
+
+def _ca(n: Node, name: str) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": name, "desc": n.desc}
+    if n.type == NodeType.ROUTER:
+        d["type"] = "router"
+    if n.ident is None:  # nodes named without a GUID (ibsim nets) get one from the plan
+        d["guid"] = _hex(n.guid)
+    if n.nports != 1:
+        d["ports"] = n.nports
+    if n.sysimgguid != n.guid and n.ident is None:
+        d["sysimgguid"] = _hex(n.sysimgguid)
+    _port_fields(n, d)
+    d["vendid"] = f"0x{n.vendid:x}"
+    d["devid"] = f"0x{n.devid:x}"
+    return d

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+REPO = HERE.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+SPECS = HERE / "specs"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"fixtures not found at {FIXTURES}")
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def real_tools():
+    """The real OFA tools must be installed (scripts/install-system-deps.sh does it);
+    a missing tool is a failure, not a skip."""
+    from realtools import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"missing real tools {missing}: run scripts/install-system-deps.sh")
+    return True
