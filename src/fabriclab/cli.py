@@ -204,7 +204,9 @@ def import_(
 def main() -> None:
     """Entry point: run the app, turning user errors into ``error:`` lines."""
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
     except FabriclabError as e:
         for p in e.problems:
             err.print(f"error: {p}", markup=False)
@@ -214,23 +216,18 @@ def main() -> None:
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
-    except click_exceptions() as e:  # usage errors: typer/click print them
-        e.show()
-        sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as e:  # pragma: no cover - a bug, not a user error
-        if os.environ.get("FABRICLAB_DEBUG"):
+    except Exception as e:
+        # Usage errors come from typer's (vendored) click: they know how to show themselves.
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
+            e.show()
+            sys.exit(e.exit_code)
+        if os.environ.get("FABRICLAB_DEBUG"):  # pragma: no cover - a bug, not a user error
             raise
         err.print(f"error: internal: {type(e).__name__}: {e} (set FABRICLAB_DEBUG=1 for a traceback)",
                   markup=False)
         sys.exit(70)
-
-
-def click_exceptions():
-    import click
-
-    return click.ClickException
 
 
 if __name__ == "__main__":

@@ -360,6 +360,9 @@ class _Parser:
 
     # -- ports report (-p) ------------------------------------------------------------
     def parse_ports(self, lines: list[str]) -> None:
+        """Two passes: -p names ports, not nodes, so CA node identities are decided only
+        once every port is known (see ``_ca_bases``)."""
+        rows = []
         for no, raw in enumerate(lines, 1):
             line = raw.strip()
             if not line or line.startswith(("#", "ibwarn")):
@@ -372,27 +375,26 @@ class _Parser:
             w, s, rest = rates.width_or_unknown(m.group(5)), rates.speed_or_unknown(m.group(6)), m.group(7).strip()
             pm = _PORTS_PEER.match(rest)
             if pm:
-                desc, rdesc = pm.group(5), pm.group(6)
+                far = (pm.group(1), int(pm.group(2)), int(pm.group(3)), int(pm.group(4), 16), pm.group(6))
+                desc = pm.group(5)
             else:
+                far = None
                 desc = rest[1:-1] if rest.startswith("'") and rest.endswith("'") and len(rest) > 1 else rest
-            a = self.port_rec(t, lid, pnum, pguid, desc)
-            if pm:
-                rt, rlid, rp, rguid = pm.group(1), int(pm.group(2)), int(pm.group(3)), int(pm.group(4), 16)
-                b = self.port_rec(rt, rlid, rp, rguid, rdesc)
-                self.add_link(a.label, pnum, b.label, rp, (w, s), no)
+            rows.append((no, (t, lid, pnum, pguid, desc), far, (w, s)))
+        ends = [r[1] for r in rows] + [r[2] for r in rows if r[2] is not None]
+        bases = _ca_bases(ends)
+        for no, end, far, rate in rows:
+            a = self.port_rec(*end, bases)
+            if far is not None:
+                b = self.port_rec(*far, bases)
+                self.add_link(a.label, end[2], b.label, far[2], rate, no)
             else:
-                a.down_ports[pnum] = (w, s)
-                a.max_port = max(a.max_port, pnum)
+                a.down_ports[end[2]] = rate
+                a.max_port = max(a.max_port, end[2])
 
-    def port_rec(self, t: str, lid: int, pnum: int, pguid: int, desc: str) -> _NodeRec:
+    def port_rec(self, t: str, lid: int, pnum: int, pguid: int, desc: str, bases: dict) -> _NodeRec:
         ntype = _TYPE_BY_ABBR[t]
-        guid = pguid
-        if ntype != NodeType.SWITCH and pnum > 1:
-            # multi-port CA convention: port N GUID = node GUID + N
-            base = pguid - pnum
-            r = self.recs.get(f"{ntype.prefix}-{base:016x}")
-            if r is not None and r.desc == desc:
-                guid = base
+        guid = pguid if ntype == NodeType.SWITCH else bases.get((desc, pguid, pnum), pguid)
         label = f"{ntype.prefix}-{guid:016x}"
         r = self.recs.get(label)
         if r is None:
@@ -452,6 +454,22 @@ class _Parser:
                 continue
             fab.connect(pa, pb, w, s)
         return fab
+
+
+def _ca_bases(ends) -> dict:
+    """Node GUIDs of multi-port CAs in a ports report: ports with the same description
+    whose GUIDs sit at node+N (the mlx4 / ibsim convention) for two or more distinct N
+    belong to one node.  Any other CA port is its own node, GUID = port GUID (mlx5)."""
+    groups: dict = {}
+    for t, _lid, pnum, pguid, desc in ends:
+        if t != "SW":
+            groups.setdefault((desc, pguid - pnum), set()).add((pguid, pnum))
+    out = {}
+    for (desc, base), members in groups.items():
+        if len({p for _, p in members}) > 1:
+            for pguid, pnum in members:
+                out[(desc, pguid, pnum)] = base
+    return out
 
 
 def parse(text: str, source: str = "<input>") -> Dump:

@@ -491,7 +491,7 @@ class _Builder:
                 if part.id in dom.partitions:
                     raise self.fail(f"{pw}.id", f"partition id {part.id} appears twice")
                 dom.partitions[part.id] = []
-                for gpu in self._partition_gpus(part.gpus, by_host, pw):
+                for gpu in self._partition_gpus(part.gpus, by_host, f"{pw}.gpus"):
                     if gpu.tray not in trays:
                         raise self.fail(f"{pw}.gpus", f"{gpu.tray.host} GPU {gpu.index} is not in "
                                         f"domain {ds.name!r}")

@@ -148,11 +148,15 @@ def scale(text: str, count: int) -> str:
     if width:
         width = max(width, len(str(last)))
 
+    def fmt(p) -> str:
+        if isinstance(p, str):
+            return p
+        if len(p) == 1 and p[0].lo == p[0].hi:
+            return _fmt_range(p[0])
+        return "[" + ",".join(_fmt_range(x) for x in p) + "]"
+
     def build(r: _Range) -> str:
-        return "".join(
-            p if isinstance(p, str) else "[" + ",".join(_fmt_range(x) for x in p) + "]"
-            for p in parts[:first] + [[r]] + parts[first + 1 :]
-        )
+        return "".join(fmt(p) for p in parts[:first] + [[r]] + parts[first + 1 :])
 
     out = []
     if full:
