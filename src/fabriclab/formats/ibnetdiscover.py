@@ -152,6 +152,11 @@ _PORT_RE = re.compile(
     r'^\[(\d+)\](?:\[ext \d+\])?((?:\([^)]*\))*)\s*"([^"]+)"\[(\d+)\](?:\[ext \d+\])?'
     r"(?:\s*\(([0-9a-fA-F]+)\))?\s*(.*)$"
 )
+_FAST_SW_PORT = re.compile(
+    r'^\[(\d+)\]\t"([SHR]-[0-9a-f]{16})"\[(\d+)\](?:\(([0-9a-f]+)\) )?\t\t# "(.*)" lid (\d+) (\S+)$')
+_FAST_CA_PORT = re.compile(
+    r'^\[(\d+)\]\(([0-9a-f]+)\) \t"([SHR]-[0-9a-f]{16})"\[(\d+)\](?: \(([0-9a-f]+)\) )?\t\t'
+    r'# lid (\d+) lmc (\d+) "(.*)" lid (\d+) (\S+)$')
 _SW_PORT_TAIL = re.compile(r'^#\s*"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
 _CA_PORT_TAIL = re.compile(r'^#\s*lid\s+(\d+)\s+lmc\s+(\d+)\s+"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
 _IDS_RE = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x([0-9a-fA-F]+)(?:\(([0-9a-fA-F]+)\))?")
@@ -171,13 +176,19 @@ _TYPE_BY_WORD = {"Switch": NodeType.SWITCH, "Ca": NodeType.CA, "Hca": NodeType.C
 _TYPE_BY_ABBR = {"SW": NodeType.SWITCH, "CA": NodeType.CA, "RT": NodeType.ROUTER}
 
 
+_RATE_CACHE: dict[str, tuple[rates.Width, rates.Speed] | None] = {}
+
+
 def _rate_tokens(tok: str | None) -> tuple[rates.Width, rates.Speed] | None:
     if not tok:
         return None
+    hit = _RATE_CACHE.get(tok)
+    if hit is not None or tok in _RATE_CACHE:
+        return hit
     m = _RATE_RE.match(tok)
-    if not m:
-        return None
-    return rates.width_or_unknown(m.group(1)), rates.speed_or_unknown(m.group(2))
+    out = (rates.width_or_unknown(m.group(1)), rates.speed_or_unknown(m.group(2))) if m else None
+    _RATE_CACHE[tok] = out
+    return out
 
 
 @dataclass
@@ -227,19 +238,24 @@ class _Parser:
         return r
 
     def add_link(self, a: str, ap: int, b: str, bp: int, rate, line: int) -> None:
-        for (x, xp, y, yp) in ((a, ap, b, bp), (b, bp, a, ap)):
-            prev = self.links.get((x, xp))
-            if prev is not None and (prev[0], prev[1]) != (y, yp):
-                self.warn(line, f"{x}[{xp}] is cabled to {prev[0]}[{prev[1]}] (line {prev[3]}) "
-                          f"and to {y}[{yp}]; keeping the first")
+        """Record a cable; a dump lists most cables from both ends."""
+        links = self.links
+        k1, k2 = (a, ap), (b, bp)
+        p1 = links.get(k1)
+        if p1 is None:
+            p2 = links.get(k2)
+            if p2 is not None and (p2[0], p2[1]) != k1:
+                self.warn(line, f"{b}[{bp}] is cabled to {p2[0]}[{p2[1]}] (line {p2[3]}) "
+                          f"and to {a}[{ap}]; keeping the first")
                 return
-        for (x, xp, y, yp) in ((a, ap, b, bp), (b, bp, a, ap)):
-            prev = self.links.get((x, xp))
-            keep = rate or (prev[2] if prev else None)
-            self.links[(x, xp)] = (y, yp, keep, prev[3] if prev else line)
-        for x, xp in ((a, ap), (b, bp)):
-            r = self.recs[x]
-            r.max_port = max(r.max_port, xp)
+            links[k1] = (b, bp, rate, line)
+            links[k2] = (a, ap, rate, line)
+        elif (p1[0], p1[1]) != k2:
+            self.warn(line, f"{a}[{ap}] is cabled to {p1[0]}[{p1[1]}] (line {p1[3]}) "
+                      f"and to {b}[{bp}]; keeping the first")
+        elif rate and not p1[2]:
+            links[k1] = (b, bp, rate, p1[3])
+            links[k2] = (a, ap, rate, p1[3])
 
     # -- default format -------------------------------------------------------------
     def parse_topology(self, lines: list[str]) -> None:
@@ -314,6 +330,39 @@ class _Parser:
         return r
 
     def port_line(self, cur: _NodeRec, line: str, no: int) -> None:
+        # Fast paths for lines exactly as infiniband-diags prints them (most of a dump).
+        if cur.type == NodeType.SWITCH:
+            m = _FAST_SW_PORT.match(line)
+            if m:
+                pnum, rlabel, rp = int(m.group(1)), m.group(2), int(m.group(3))
+                far = self.recs.get(rlabel) or self.rec(rlabel)
+                if far.desc is None:
+                    far.desc = m.group(5)
+                if far.type == NodeType.SWITCH:
+                    if not far.lid:
+                        far.lid = int(m.group(6))
+                else:
+                    far.port_lids.setdefault(rp, (int(m.group(6)), 0))
+                    far.port_guids[rp] = int(m.group(4), 16)
+                self.add_link(cur.label, pnum, rlabel, rp, _rate_tokens(m.group(7)), no)
+                return
+        else:
+            m = _FAST_CA_PORT.match(line)
+            if m:
+                pnum, rlabel, rp = int(m.group(1)), m.group(3), int(m.group(4))
+                cur.port_guids[pnum] = int(m.group(2), 16)
+                cur.port_lids[pnum] = (int(m.group(6)), int(m.group(7)))
+                far = self.recs.get(rlabel) or self.rec(rlabel)
+                if far.desc is None:
+                    far.desc = m.group(8)
+                if far.type == NodeType.SWITCH:
+                    if not far.lid:
+                        far.lid = int(m.group(9))
+                else:
+                    far.port_lids.setdefault(rp, (int(m.group(9)), 0))
+                    far.port_guids[rp] = int(m.group(5), 16)
+                self.add_link(cur.label, pnum, rlabel, rp, _rate_tokens(m.group(10)), no)
+                return
         m = _PORT_RE.match(line)
         if not m:
             self.warn(no, f"not a port line: {line[:60]!r}")
@@ -414,6 +463,10 @@ class _Parser:
     def fabric(self) -> Fabric:
         fab = Fabric()
         nodes: dict[str, Node] = {}
+        for (x, xp) in self.links:
+            r = self.recs[x]
+            if xp > r.max_port:
+                r.max_port = xp
         for label in self.order:
             r = self.recs[label]
             if not r.defined_at:

@@ -27,7 +27,10 @@ class NodeType(IntEnum):
     @property
     def prefix(self) -> str:
         """The letter ibnetdiscover puts before the GUID: S-, H-, R-."""
-        return {NodeType.CA: "H", NodeType.SWITCH: "S", NodeType.ROUTER: "R"}[self]
+        return _PREFIX[self]
+
+
+_PREFIX = {NodeType.CA: "H", NodeType.SWITCH: "S", NodeType.ROUTER: "R"}
 
 
 class PhysState(IntEnum):
