@@ -1,0 +1,10 @@
+# Convenience wrappers; ./dev does the work (and needs nothing but bash and python3).
+.PHONY: run test bench setup
+run:
+	./dev run
+test:
+	./dev test
+bench:
+	./dev bench
+setup:
+	./dev setup

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fabriclab's tests and tools run for real:
+#   ibsim-utils, libumad2sim0  - OFA's fabric simulator and its umad preload library
+#   infiniband-diags, opensm   - the real ibnetdiscover/ibstat/perfquery/... and subnet manager
+#   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
+# Already-installed packages are skipped, so a second run does nothing.
+set -euo pipefail
+
+packages=(ibsim-utils libumad2sim0 infiniband-diags opensm)
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    packages+=(python3-venv)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "system packages: all present (${packages[*]})"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+fi
+echo "system packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# opensm's package tries to start its service; nothing here wants a system-wide SM.
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
