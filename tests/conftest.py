@@ -9,7 +9,10 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 REPO = HERE.parent
-SHARED = REPO.parent / "shared"
+import os
+
+# ../shared beside the checkout; FABRICLAB_SHARED overrides it
+SHARED = Path(os.environ.get("FABRICLAB_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 SPECS = HERE / "specs"
 
