@@ -12,6 +12,8 @@ What ibsim cannot express (its limits, not the file's):
   single-port ConnectX-7 (port GUID = node GUID on real hardware) shows node+1;
 - speeds it does not know: ibsim 0.10 (Debian 12) stops at HDR, ibsim 0.12 at NDR;
   an unknown speed token leaves the port at ibsim's default (SDR enabled);
+- a router port's LID and speed: ibsim reads neither from a router's port lines, so
+  the SM gives it the lowest free LID and its link runs at QDR at most;
 - more than 2048 nodes, 256 switches or 13,312 ports unless started with -N/-S/-P
   (``limits()`` gives the numbers to pass).
 """
@@ -68,14 +70,19 @@ KNOWN_SPEEDS = {
 
 def as_ibsim_shows(fabric: Fabric, version: tuple[int, int] = (0, 10)) -> Fabric:
     """Change ``fabric`` in place into what ibsim serves for its net file: CA port N has
-    GUID node+N, and a link whose speed ibsim cannot parse comes up at SDR.  Used to
-    compare the real tools' output under ibsim with fabriclab's renderer exactly."""
+    GUID node+N; a link whose speed ibsim cannot parse comes up at SDR; and since ibsim
+    reads no speed from a router's port lines, a router's link runs at QDR at most.
+    Used to compare the real tools' output under ibsim with fabriclab's renderer."""
     known = KNOWN_SPEEDS[version]
-    sdr = rates.SPEEDS["SDR"]
+    sdr, qdr = rates.SPEEDS["SDR"], rates.SPEEDS["QDR"]
     for n in fabric.nodes:
         for p in n.iter_ports():
             if not n.is_switch:
                 p.guid = n.guid + p.num
-            if p.peer is not None and p.speed.token not in known:
+            if p.peer is None:
+                continue
+            if p.speed.token not in known:
                 p.speed = sdr
+            if NodeType.ROUTER in (n.type, p.peer.node.type):
+                p.speed = rates.slower(p.speed, qdr)
     return fabric

@@ -15,6 +15,10 @@ were issued.  So the scan is a FIFO of pending queries, replayed here:
   one the switch was reached through (PortInfo.LocalPortNum), or it is the starting
   CA's own port, NodeInfo of the far end is queued one hop further.
 
+A port that is LinkUp at QDR on a Mellanox device old enough to have FDR10 (see
+``mlnx_ext_port_info_supported``) gets a Mellanox ExtendedPortInfo query first, and the
+walk goes on from that answer instead (``IBND_CONFIG_MLX_EPI``, on by default).
+
 ``total_mads`` and ``max_hops`` are what ``ibnetdiscover -m`` reports.
 """
 
@@ -23,10 +27,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..model.fabric import Fabric, Node, Port
+from ..model.fabric import Fabric, Node, Port, mlnx_ext_port_info_supported
 
-_NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER = 0, 1, 2, 3
-
+_NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER, _EXT_PORT_INFO = 0, 1, 2, 3, 4
 
 @dataclass
 class Scan:
@@ -70,10 +73,14 @@ def scan(fabric: Fabric, start: Port) -> Scan:
         ev = popleft()
         mads += 1
         kind = ev[0]
-        if kind == _PORT_INFO:
+        if kind == _PORT_INFO or kind == _EXT_PORT_INFO:
             _, node, num, hops = ev
             port = node.ports[num]
             if port is None or not port.up:
+                continue
+            if (kind == _PORT_INFO and port.speed.speed == 4 and not port.speed.ext
+                    and not port.speed.ext2 and mlnx_ext_port_info_supported(node)):
+                append((_EXT_PORT_INFO, node, num, hops))
                 continue
             if node.is_switch:
                 if num == ingress[id(node)]:

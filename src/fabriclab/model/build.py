@@ -27,7 +27,7 @@ from ..spec import hostlist
 from ..spec.schema import CaSpec, Explicit, FatTree, HcaSpec, Spec, SwitchSpec, TrayGroup
 from . import hardware, rates
 from .cluster import Cluster, Domain, Gpu, Tray
-from .fabric import Fabric, FabricError, Node, NodeType, Port
+from .fabric import Fabric, FabricError, Node, NodeType, Port, mlnx_ext_port_info_supported
 from .ids import GuidAllocator
 
 # Domain UUIDs made up for laid-out NVLink domains are name-based (uuid5) in this space.
@@ -141,6 +141,15 @@ class _Builder:
         """Per tray, its HCA ports in rail order (HCA-major, then port)."""
         return [[p for h in t.hcas for p in h.iter_ports()] for t in self.trays]
 
+    def _cable(self, a: Port, b: Port, width: rates.Width, speed: rates.Speed) -> None:
+        """Cable two ports.  FDR10 is Mellanox's own rate, switched on through Mellanox
+        ExtendedPortInfo: a link trains at FDR10 only when both ends speak it (the list
+        libibnetdisc and opensm use), otherwise at QDR."""
+        if speed.fdr10 and not (mlnx_ext_port_info_supported(a.node)
+                                and mlnx_ext_port_info_supported(b.node)):
+            speed = rates.SPEEDS["QDR"]
+        self.fabric.connect(a, b, width, speed)
+
     # --- switches ---------------------------------------------------------------------
     def _new_switch(self, model: hardware.SwitchModel, name: str, role: str, tier: int,
                     *, sharp: bool = False) -> Node:
@@ -159,7 +168,7 @@ class _Builder:
                       vendid=hardware.AGGREGATION_NODE.vendid, devid=hardware.AGGREGATION_NODE.devid,
                       sysimgguid=guid, name=f"{name}/AN", role="aggregation")
             self._add(an, f"switch {name}")
-            self.fabric.connect(node.port(model.an_port), an.port(1),
+            self._cable(node.port(model.an_port), an.port(1),
                                 rates.width(model.width), rates.speed(model.rate))
         return node
 
@@ -232,7 +241,7 @@ class _Builder:
                     leaf, lp = leaves[g], slot * rails + r + 1
                 native = hp.node.model
                 s = speed if native is None or ft.rate else rates.slower(speed, rates.speed(native.rate))
-                self.fabric.connect(leaf.port(lp), hp, width, s)
+                self._cable(leaf.port(lp), hp, width, s)
 
         if tiers == 1:
             return
@@ -286,7 +295,7 @@ class _Builder:
             j = 0
             for ui, up in enumerate(upper):
                 for x in range(k):
-                    self.fabric.connect(low.port(first_up + j + 1), up.port(li * k + x + 1),
+                    self._cable(low.port(first_up + j + 1), up.port(li * k + x + 1),
                                         width, speed)
                     j += 1
 
@@ -362,7 +371,7 @@ class _Builder:
             w = rates.width_or_unknown(link.width) if link.width else default_w
             s = rates.speed_or_unknown(link.speed) if link.speed else default_s
             try:
-                self.fabric.connect(a, b, w, s)
+                self._cable(a, b, w, s)
             except FabricError as e:
                 raise self.fail(where, str(e)) from None
 

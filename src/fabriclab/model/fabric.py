@@ -163,6 +163,26 @@ class Node:
         return f"<Node {self.label} {self.desc!r}>"
 
 
+_BULL = 0x119F
+
+
+def mlnx_ext_port_info_supported(node: Node) -> bool:
+    """libibnetdisc's list of devices that answer Mellanox ExtendedPortInfo (and so can
+    report FDR10): SwitchX/Switch-IB/Quantum-1 switches, ConnectX-3..6 CAs, and Bull's
+    OEM versions.  Quantum-2 and ConnectX-7 are not on it."""
+    d, v = node.devid & 0xFFFF, node.vendid
+    if 0xC738 <= d <= 0xC73B or d in (0xC839, 0xCB20, 0xCF08, 0xCF09, 0xD2F0):
+        return True
+    if v == _BULL and (d in (0x1B02, 0x1B50, 0x1BA0, 0x1BF0) or 0x1BD0 <= d <= 0x1BD5):
+        return True
+    if 0x1003 <= d <= 0x101B or d == 0xA2D2:
+        return True
+    if v == _BULL and (d in (0x1B33, 0x1B73, 0x1B40, 0x1B41, 0x1B60, 0x1B61, 0x1B83, 0x1B93,
+                             0x1B94, 0x1BB4, 0x1BB5) or 0x1BC4 <= d <= 0x1BC6):
+        return True
+    return False
+
+
 class FabricError(ValueError):
     """A fabric that cannot be built as asked (port in use, duplicate GUID, ...)."""
 
