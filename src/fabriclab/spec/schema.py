@@ -13,7 +13,7 @@ import re
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
 from ..model import hardware, rates
@@ -52,6 +52,18 @@ def _check_width(v: str | None) -> str | None:
         raise ValueError(e.args[0]) from None
 
 
+def _known(lookup):
+    def check(v: str) -> str:
+        try:
+            lookup(v)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        return v
+    return check
+
+
+CaModelKey = Annotated[str, AfterValidator(_known(hardware.ca_model))]
+SwitchModelKey = Annotated[str, AfterValidator(_known(hardware.switch_model))]
 Rate = Annotated[str, BeforeValidator(lambda v: _check_rate(str(v)))]
 WidthToken = Annotated[str, BeforeValidator(lambda v: _check_width(str(v)))]
 
@@ -67,7 +79,7 @@ class HcaSpec(_Strict):
     """One HCA (an ``mlx5_N`` device) of a tray, listed explicitly."""
 
     name: str
-    model: str = "connectx-7"
+    model: CaModelKey = "connectx-7"
     ports: int = Field(1, ge=1, le=254)
     guid: Guid | None = None
     sysimgguid: Guid | None = None
@@ -77,14 +89,6 @@ class HcaSpec(_Strict):
     vendid: Guid | None = None
     devid: Guid | None = None
 
-    @field_validator("model")
-    @classmethod
-    def _model(cls, v: str) -> str:
-        try:
-            hardware.ca_model(v)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return v
 
 
 class TrayGroup(_Strict):
@@ -94,7 +98,7 @@ class TrayGroup(_Strict):
     gpus: int = Field(4, ge=0, le=64)
     hcas: int | list[HcaSpec] = Field(4)
     hca_ports: int = Field(1, ge=1, le=2)
-    hca_model: str = "connectx-7"
+    hca_model: CaModelKey = "connectx-7"
 
     @field_validator("hosts")
     @classmethod
@@ -117,14 +121,6 @@ class TrayGroup(_Strict):
                 raise ValueError(f"HCA name {sorted(dup)[0]!r} appears twice")
         return v
 
-    @field_validator("hca_model")
-    @classmethod
-    def _hca_model(cls, v: str) -> str:
-        try:
-            hardware.ca_model(v)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return v
 
     def host_names(self) -> list[str]:
         return hostlist.expand(self.hosts)
@@ -208,7 +204,7 @@ class FatTree(_Strict):
     """A generated folded-Clos fabric of 1, 2 or 3 switch tiers."""
 
     tiers: int | Literal["auto"] = "auto"
-    switch: str = "quantum-2"
+    switch: SwitchModelKey = "quantum-2"
     rate: Rate | None = None  # default: the slower of switch and HCA native rates
     width: WidthToken = "4x"
     rail_optimized: bool = True
@@ -222,14 +218,6 @@ class FatTree(_Strict):
     sharp: bool = False  # SHARP Aggregation Node on each switch's AN port
     names: SwitchNames = SwitchNames()
 
-    @field_validator("switch")
-    @classmethod
-    def _switch(cls, v: str) -> str:
-        try:
-            hardware.switch_model(v)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return v
 
     @field_validator("tiers")
     @classmethod
@@ -247,7 +235,7 @@ class FatTree(_Strict):
 
 class SwitchSpec(_Strict):
     name: str
-    model: str = "quantum-2"
+    model: SwitchModelKey = "quantum-2"
     guid: Guid | None = None
     port_guid: Guid | None = None  # port 0 GUID, default = node GUID
     sysimgguid: Guid | None = None
@@ -260,14 +248,6 @@ class SwitchSpec(_Strict):
     devid: Guid | None = None
     tier: int | None = Field(None, ge=1, le=8)
 
-    @field_validator("model")
-    @classmethod
-    def _model(cls, v: str) -> str:
-        try:
-            hardware.switch_model(v)
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        return v
 
 
 class CaSpec(_Strict):
