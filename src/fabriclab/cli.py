@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import FabriclabError, InputError, Problem, SpecError
-from .formats import ibnetdiscover, ibsim_net
+from .formats import ibnetdiscover, ibsim_net, nvidia_smi
 from .model.build import build
 from .model.cluster import Cluster, find_port
 from .spec.from_fabric import spec_from_fabric
@@ -151,6 +151,7 @@ class RenderFormat(str, Enum):
     ibnetdiscover = "ibnetdiscover"
     ibnetdiscover_ports = "ibnetdiscover-ports"
     ibsim_net = "ibsim-net"
+    nvidia_smi = "nvidia-smi"
 
 
 @app.command()
@@ -162,11 +163,22 @@ def render(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
     max_hops: bool = typer.Option(False, "-m", "--max-hops", help="ibnetdiscover -m: report hops and MADs."),
     trays: Optional[int] = TraysOpt,
+    tool_args: Optional[list[str]] = typer.Argument(
+        None, help="After --: the tool's own arguments (nvidia-smi: --query-gpu=… --format=csv[,noheader], or -q)."),
 ) -> None:
     """Print what a real tool would print for this fabric."""
     c = _cluster(spec, trays)
     if format == RenderFormat.ibsim_net:
         _write(ibsim_net.render(c.fabric, title=c.name), output)
+        return
+    if format == RenderFormat.nvidia_smi:
+        host = (from_ or c.trays[0].host).split(":")[0].split("/")[0] if c.trays else None
+        tray = c.tray(host) if host else None
+        if tray is None:
+            raise InputError([Problem("--from", f"no tray {host!r} in this cluster")])
+        args = tool_args or nvidia_smi.TOPOGRAPH_QUERY.split()
+        text = nvidia_smi.render_q_fabric(tray) if args == ["-q"] else nvidia_smi.render_query(tray, args)
+        _write(text, output)
         return
     port, problem = find_port(c, from_)
     if port is None:
@@ -176,6 +188,82 @@ def render(
     else:
         text = ibnetdiscover.render_ports(c.fabric, port)
     _write(text, output)
+
+
+class Engine(str, Enum):
+    slurm_tree = "slurm-tree"
+    slurm_block = "slurm-block"
+    slurm_yaml = "slurm-yaml"
+    k8s_labels = "k8s-labels"
+    kueue = "kueue"
+    kwok = "kwok"
+
+
+@app.command()
+def topology(
+    spec: Optional[str] = typer.Argument(None, help="A spec or preset (or use --ibnetdiscover)."),
+    engine: Engine = typer.Option(Engine.slurm_tree, "--engine", "-e", help="What to produce."),
+    ib_files: Optional[list[Path]] = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output of a real cluster (repeatable)."),
+    smi_file: Optional[Path] = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers: 'host: <uuid>, <clique>'."),
+    nodes: Optional[str] = typer.Option(None, "--nodes", help="The scheduler's nodes: a file or a hostlist."),
+    compat: Optional[str] = typer.Option(None, "--compat", help="'topograph': byte-identical to topograph, quirks included."),
+    names: bool = typer.Option(False, "--names", help="Switch names (LAB-IBLEAF-01) instead of ids."),
+    block_sizes: Optional[str] = typer.Option(None, "--block-sizes", help="slurm-block: e.g. 18,36,72 (default: inferred)."),
+    block_name: Optional[str] = typer.Option(None, "--block-name", help="slurm-block: REGEXP=FORMAT, e.g. '^gb-r([0-9]+)=rack${1}'."),
+    topologies: Optional[Path] = typer.Option(None, "--topologies", help="slurm-yaml: YAML of named topologies."),
+    skeleton: bool = typer.Option(False, "--skeleton", help="Slurm output without node lists."),
+    label_format: str = typer.Option("json", "--format", help="k8s-labels: json or script."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    trays: Optional[int] = TraysOpt,
+) -> None:
+    """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec or a real
+    cluster's ibnetdiscover and nvidia-smi output.  Exit 0: complete; 1: produced, but
+    something was left out (see the warnings); 2: nothing could be produced."""
+    from .topology import cli_support
+
+    text, report = cli_support.topology_command(
+        spec=spec, engine=engine.value, ib_files=[str(p) for p in ib_files or []],
+        smi_file=str(smi_file) if smi_file else None, nodes=nodes, compat=compat, names=names,
+        block_sizes=block_sizes, block_name=block_name, topologies=str(topologies) if topologies else None,
+        skeleton=skeleton, label_format=label_format, trays=trays, cluster_loader=_cluster)
+    for p in report.problems:
+        err.print(f"warning: {p}", markup=False)
+    _write(text, output)
+    if report.left_out:
+        raise typer.Exit(1)
+
+
+@app.command("serve-topology")
+def serve_topology(
+    spec: Optional[str] = typer.Argument(None, help="A spec or preset to answer for (or --ibnetdiscover)."),
+    ib_files: Optional[list[Path]] = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output (repeatable)."),
+    smi_file: Optional[Path] = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers."),
+    compat: Optional[str] = typer.Option(None, "--compat", help="'topograph': answer exactly as topograph."),
+    names: bool = typer.Option(False, "--names", help="Switch names instead of ids."),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(49021, "--port"),
+    delay: float = typer.Option(2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."),
+    trays: Optional[int] = TraysOpt,
+) -> None:
+    """Serve topograph's HTTP API (/v1/generate, /v1/topology, /v1/lookup, /healthz)."""
+    from .topology import server, sources
+
+    if compat not in (None, "topograph"):
+        raise InputError([Problem("--compat", "the one compatibility mode is 'topograph'")])
+    local = None
+    if spec or ib_files:
+        inputs = (sources.from_cluster(_cluster(spec, trays)) if spec
+                  else sources.from_files([str(p) for p in ib_files or []], str(smi_file) if smi_file else None))
+        for p in inputs.report.problems:
+            err.print(f"warning: {p}", markup=False)
+
+        def local(requested):
+            return sources.build_graph(inputs, requested, compat=compat == "topograph", names=names), inputs.gpus
+
+    service = server.TopologyService(local, str(models_dir) if models_dir else None, delay)
+    err.print(f"fabriclab topology API on http://{host}:{port}")
+    server.serve(service, host, port)
 
 
 @app.command("import")

@@ -1,0 +1,114 @@
+"""Argument handling shared by ``fabriclab topology`` and the topograph-compatible API:
+turn options into inputs, a graph and an engine's output, or one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from ..errors import InputError, Problem
+from . import sources
+from .engines import EngineOptions, run
+from .engines.slurm import BlockName, TopologyError, TopologySpec
+from .providers.infiniband import ProviderError, Report
+from .providers.topograph_model import ModelError
+
+
+def parse_block_sizes(text: str | None, where: str = "--block-sizes") -> list[int]:
+    if not text:
+        return []
+    try:
+        sizes = [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise InputError([Problem(where, f"not a list of numbers: {text!r}")]) from None
+    validate_block_sizes(sizes, where)
+    return sizes
+
+
+def validate_block_sizes(sizes: list[int], where: str) -> None:
+    """Slurm's rules as topograph checks them: at most 20 sizes up to 65,536, each a
+    power-of-two multiple of the one before."""
+    if len(sizes) > 20:
+        raise InputError([Problem(where, f"blockSizes has too many entries ({len(sizes)}); max allowed is 20")])
+    prev = None
+    for i, s in enumerate(sizes):
+        if s <= 0:
+            raise InputError([Problem(where, f"blockSizes[{i}]={s} must be positive")])
+        if s > 65536:
+            raise InputError([Problem(where, f"blockSizes[{i}]={s} exceeds maximum allowed value 65536")])
+        if prev is not None:
+            if s <= prev or s % prev or (s // prev) & (s // prev - 1):
+                raise InputError([Problem(where, f"blockSizes[{i}]={s} must be a power-of-two multiple "
+                                          f"of blockSizes[{i - 1}]={prev}")])
+        prev = s
+
+
+def parse_block_name(text: str | None) -> BlockName | None:
+    if not text:
+        return None
+    if "=" not in text:
+        raise InputError([Problem("--block-name", "expected REGEXP=FORMAT")])
+    regexp, fmt = text.rsplit("=", 1)
+    try:
+        return BlockName(regexp, fmt)
+    except TopologyError as e:
+        raise InputError([Problem("--block-name", str(e))]) from None
+
+
+def load_topologies(path: str | None) -> dict[str, TopologySpec]:
+    """A YAML mapping ``name: {plugin: topology/tree|block|flat, nodes: [..],
+    block_sizes: [..], cluster_default: bool}``."""
+    if not path:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError([Problem(path, f"cannot read topologies: {e}")]) from None
+    if not isinstance(data, dict):
+        raise InputError([Problem(path, "expected a mapping of topology names")])
+    out = {}
+    for name, spec in data.items():
+        if not isinstance(spec, dict) or "plugin" not in spec:
+            raise InputError([Problem(f"{path}: {name}", "needs a plugin (topology/tree, topology/block, topology/flat)")])
+        unknown = set(spec) - {"plugin", "nodes", "block_sizes", "cluster_default", "block_name"}
+        if unknown:
+            raise InputError([Problem(f"{path}: {name}", f"unknown key {sorted(unknown)[0]!r}")])
+        nodes = spec.get("nodes") or []
+        if isinstance(nodes, str):
+            nodes = [nodes]
+        sizes = list(spec.get("block_sizes") or [])
+        validate_block_sizes(sizes, f"{path}: {name}.block_sizes")
+        bn = spec.get("block_name")
+        out[str(name)] = TopologySpec(spec["plugin"], [str(n) for n in nodes], sizes,
+                                      parse_block_name(f"{bn['node_name_regexp']}={bn['format']}") if bn else None,
+                                      bool(spec.get("cluster_default", False)))
+    return out
+
+
+def topology_command(*, spec, engine, ib_files, smi_file, nodes, compat, names, block_sizes,
+                     block_name, topologies, skeleton, label_format, trays,
+                     cluster_loader: Callable) -> tuple[str, Report]:
+    if compat not in (None, "topograph"):
+        raise InputError([Problem("--compat", f"unknown {compat!r}; the one compatibility mode is 'topograph'")])
+    if label_format not in ("json", "script"):
+        raise InputError([Problem("--format", "json or script")])
+    if spec and ib_files:
+        raise InputError([Problem("topology", "give a SPEC or --ibnetdiscover files, not both")])
+    if spec:
+        inputs = sources.from_cluster(cluster_loader(spec, trays))
+    elif ib_files:
+        inputs = sources.from_files(ib_files, smi_file)
+    else:
+        raise InputError([Problem("topology", "give a SPEC, or --ibnetdiscover FILE [--nvidia-smi FILE]")])
+    wanted = sources.requested_nodes(nodes, inputs)
+    opts = EngineOptions(block_sizes=parse_block_sizes(block_sizes), block_name=parse_block_name(block_name),
+                         topologies=load_topologies(topologies), skeleton=skeleton,
+                         label_format=label_format, gpus=inputs.gpus)
+    try:
+        graph = sources.build_graph(inputs, wanted, compat=compat == "topograph", names=names)
+        text = run(engine, graph, opts)
+    except (TopologyError, ProviderError, ModelError) as e:
+        raise InputError([Problem(engine, str(e))]) from None
+    return text, inputs.report

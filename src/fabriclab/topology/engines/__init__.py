@@ -1,0 +1,46 @@
+"""Engines: what consumes a topology graph (Slurm files, Kubernetes labels, Kueue and
+KWOK manifests).  ``run`` is the single entry the CLI and the HTTP API use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph import Graph
+from . import k8s, slurm
+
+ENGINES = ("slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kwok")
+
+
+@dataclass
+class EngineOptions:
+    block_sizes: list[int] = field(default_factory=list)
+    block_name: slurm.BlockName | None = None
+    topologies: dict[str, slurm.TopologySpec] = field(default_factory=dict)
+    skeleton: bool = False
+    label_format: str = "json"  # k8s-labels: json | script
+    topology_name: str = "nvl"
+    flavor_name: str = "gpu"
+    node_label: tuple[str, str] = ("nvidia.com/gpu.present", "true")
+    gpus: dict[str, int] = field(default_factory=dict)  # kwok: GPUs per node
+
+
+def run(engine: str, graph: Graph, opts: EngineOptions) -> str:
+    if engine == "slurm-tree":
+        return slurm.NetworkTopology(graph, slurm.SlurmConfig(slurm.TREE)).generate(opts.skeleton)
+    if engine == "slurm-block":
+        cfg = slurm.SlurmConfig(slurm.BLOCK, opts.block_sizes, opts.block_name)
+        return slurm.NetworkTopology(graph, cfg).generate(opts.skeleton)
+    if engine == "slurm-yaml":
+        if not opts.topologies:
+            raise slurm.TopologyError("slurm-yaml needs --topologies (a YAML file of named topologies)")
+        return slurm.NetworkTopology(graph, slurm.SlurmConfig("", topologies=opts.topologies)).generate(opts.skeleton)
+    labels = k8s.node_labels(graph)
+    if engine == "k8s-labels":
+        return k8s.kubectl_script(labels) if opts.label_format == "script" else k8s.labels_json(labels)
+    from . import kube
+
+    if engine == "kueue":
+        return kube.kueue_manifests(labels, opts)
+    if engine == "kwok":
+        return kube.kwok_nodes(labels, opts)
+    raise slurm.TopologyError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")

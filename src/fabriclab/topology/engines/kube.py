@@ -1,0 +1,92 @@
+"""Kueue and KWOK manifests that match the topology labels.
+
+Kueue's ``Topology`` (kueue.x-k8s.io/v1beta2) lists its levels largest first and
+``kubernetes.io/hostname`` last: fabric tiers from the top down, then the NVLink domain.
+The ``ResourceFlavor`` selects the GPU nodes and names that topology.  KWOK ``Node``
+objects carry the same labels and GPU capacity, so a scheduler can be tested at scale
+without kubelets.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from . import k8s
+
+HOSTNAME = "kubernetes.io/hostname"
+_TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
+
+
+def _dump_all(docs: list[dict]) -> str:
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)
+
+
+def levels(labels: dict[str, dict[str, str]]) -> list[str]:
+    tiers = sorted({int(m.group(1)) for l in labels.values() for k in l if (m := _TIER.match(k))},
+                   reverse=True)
+    out = [f"{k8s.TIER_PREFIX}{t}" for t in tiers]
+    if any(k8s.DOMAIN_KEY in l for l in labels.values()):
+        out.append(k8s.DOMAIN_KEY)
+    out.append(HOSTNAME)
+    return out
+
+
+def kueue_manifests(labels: dict[str, dict[str, str]], opts) -> str:
+    topology = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": opts.topology_name},
+        "spec": {"levels": [{"nodeLabel": lv} for lv in levels(labels)]},
+    }
+    key, value = opts.node_label
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": opts.flavor_name},
+        "spec": {"nodeLabels": {key: value}, "topologyName": opts.topology_name},
+    }
+    return _dump_all([topology, flavor])
+
+
+def kwok_nodes(labels: dict[str, dict[str, str]], opts) -> str:
+    docs = []
+    key, value = opts.node_label
+    for node in sorted(labels):
+        gpus = opts.gpus.get(node, 0)
+        node_labels = {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            HOSTNAME: node,
+            "kubernetes.io/role": "agent",
+            "node-role.kubernetes.io/agent": "",
+            "type": "kwok",
+        }
+        if gpus:
+            node_labels[key] = value
+        node_labels.update(dict(sorted(labels[node].items())))
+        capacity = {"cpu": "144", "memory": "1Ti", "pods": "110"}
+        if gpus:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        docs.append({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": node,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0",
+                                "topograph.run/instance": node, "topograph.run/region": "local"},
+                "labels": node_labels,
+            },
+            "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]},
+            "status": {
+                "allocatable": dict(capacity),
+                "capacity": dict(capacity),
+                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                             "kubeletVersion": "fake", "kubeProxyVersion": "fake"},
+                "phase": "Running",
+            },
+        })
+    return _dump_all(docs)
