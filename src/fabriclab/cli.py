@@ -296,6 +296,8 @@ def main() -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)
     except FabriclabError as e:
+        for p in e.warnings:
+            err.print(f"warning: {p}", markup=False)
         for p in e.problems:
             err.print(f"error: {p}", markup=False)
         sys.exit(2)

@@ -15,12 +15,15 @@ class Problem:
 
 
 class FabriclabError(Exception):
-    """An error the CLI reports as ``error:`` lines and exit status 2, never a traceback."""
+    """An error the CLI reports as ``error:`` lines and exit status 2, never a traceback.
+    ``warnings`` are what was noticed on the way, printed first."""
 
-    def __init__(self, problems: list[Problem] | str, where: str = ""):
+    def __init__(self, problems: list[Problem] | str, where: str = "",
+                 warnings: list[Problem] | None = None):
         if isinstance(problems, str):
             problems = [Problem(where, problems)]
         self.problems = problems
+        self.warnings = warnings or []
         super().__init__("; ".join(str(p) for p in problems))
 
 

@@ -9,6 +9,7 @@ from typing import Callable
 import yaml
 
 from ..errors import InputError, Problem
+from ..spec import hostlist
 from . import sources
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologyError, TopologySpec
@@ -78,6 +79,13 @@ def load_topologies(path: str | None) -> dict[str, TopologySpec]:
         nodes = spec.get("nodes") or []
         if isinstance(nodes, str):
             nodes = [nodes]
+        expanded = []
+        for entry in nodes:  # Slurm hostlists, several brackets allowed
+            try:
+                expanded.extend(hostlist.expand(str(entry)))
+            except hostlist.HostlistError as e:
+                raise InputError([Problem(f"{path}: {name}.nodes", str(e))]) from None
+        nodes = expanded
         sizes = list(spec.get("block_sizes") or [])
         validate_block_sizes(sizes, f"{path}: {name}.block_sizes")
         bn = spec.get("block_name")
@@ -110,5 +118,5 @@ def topology_command(*, spec, engine, ib_files, smi_file, nodes, compat, names, 
         graph = sources.build_graph(inputs, wanted, compat=compat == "topograph", names=names)
         text = run(engine, graph, opts)
     except (TopologyError, ProviderError, ModelError) as e:
-        raise InputError([Problem(engine, str(e))]) from None
+        raise InputError([Problem(engine, str(e))], warnings=inputs.report.problems) from None
     return text, inputs.report

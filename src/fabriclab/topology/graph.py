@@ -224,12 +224,26 @@ def expand_list(text: str) -> list[str]:
         prefix = m.group(1)
         for part in m.group(2).split(","):
             if "-" in part:
-                lo, hi = part.split("-", 1)
+                lo, hi = part.split("-")[:2]
                 w = len(lo)
-                out.extend(f"{prefix}{i:0{w}d}" for i in range(int(lo), int(hi) + 1))
+                a, b = _atoi(lo), _atoi(hi)
+                if b >= a and b - a >= MAX_EXPANDED - len(out):
+                    raise ValueError(f"expanded node list exceeds {MAX_EXPANDED} entries")
+                out.extend(f"{prefix}{i:0{w}d}" for i in range(a, b + 1))
             else:
                 out.append(prefix + part)
     return out
+
+
+MAX_EXPANDED = 500_000
+
+
+def _atoi(s: str) -> int:
+    """Go's strconv.Atoi as topograph uses it: a bad number counts as 0."""
+    try:
+        return int(s)
+    except ValueError:
+        return 0
 
 
 def _split_top(text: str) -> list[str]:

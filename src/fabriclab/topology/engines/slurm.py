@@ -308,7 +308,10 @@ class NetworkTopology:
     def _expand(self, spec: TopologySpec) -> list[str]:
         nodes: list[str] = []
         for entry in spec.nodes:
-            nodes.extend(expand_list(entry))
+            try:
+                nodes.extend(expand_list(entry))
+            except ValueError as e:
+                raise TopologyError(f"nodes expansion failed: {e}") from None
         return nodes
 
     def _block_unit(self, name: str, spec: TopologySpec) -> "TopologyUnit":

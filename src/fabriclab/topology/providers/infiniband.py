@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
-from ...model.fabric import Fabric, Node
+from ...model.fabric import Fabric, Node, NodeType
 from ...model.cluster import ZERO_UUID
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
 
@@ -220,18 +220,19 @@ _SWITCH_NAME = re.compile(r"^[^;:]+;([A-Za-z0-9._-]+):[^;:]+$")
 
 
 def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Node]]:
-    """Host name -> its CAs, from "<host> <hca>" descriptions.  Other CAs are reported
-    (Aggregation Nodes are part of their switch and are skipped quietly)."""
+    """Host name -> its CAs, from "<host> <hca>" descriptions.  Other CAs are reported;
+    Aggregation Nodes (part of their switch) and routers are skipped quietly."""
     out: dict[str, list[Node]] = {}
     for n in fabric.cas():
         m = _HOST_HCA.match(n.desc)
         if m:
             out.setdefault(m.group(1), []).append(n)
-        elif report is not None and n.desc != "Mellanox Technologies Aggregation Node":
+        elif (report is not None and n.type == NodeType.CA
+              and n.desc != "Mellanox Technologies Aggregation Node"):
             where = ", ".join(f"{p.peer.node.desc or p.peer.node.label} port {p.peer.num}"
                               for p in n.iter_ports() if p.peer is not None) or "no switch"
             report.warn(f"CA 0x{n.guid:016x}", f'description "{n.desc}" names no host; it hangs '
-                        f"on {where} and is left out", left_out=False)
+                        f"on {where} and is left out")
     return out
 
 
@@ -277,8 +278,9 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
     for h in missing:
         report.warn(h, "not in the fabric (no CA describes itself as this host); listed under "
                     "no-topology")
-    host_cas = {id(c) for h in wanted if h in hosts for c in hosts[h]}
-    tier = _switch_tiers(fabric, host_cas)
+    # tiers from every host, requested or not, so a leaf whose nodes were not asked
+    # for is still a leaf and never looks like a tier above the spines
+    tier = _switch_tiers(fabric, {id(c) for cas in hosts.values() for c in cas})
     counts: dict[str, int] = {}
     for n in fabric.switches():
         m = _SWITCH_NAME.match(n.desc)
@@ -300,15 +302,18 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
         groups.setdefault(leaves, []).append(h)
     by_id = {id(n): n for n in fabric.switches()}
 
+    rank = _traversal_rank(groups, by_id, tier)
     used: dict[str, int] = {}
 
     def vertex_for(members: frozenset) -> Vertex:
-        """A group of switches acts as one: it is named after its first member (as
-        topograph names merged switches), with ~2, ~3 … when that name is taken."""
-        rep = min(switch_label(by_id[i], names, unique) if names else by_id[i].label for i in members)
+        """A group of switches acts as one and is named after its first member, as
+        topograph names switches it merges; where two groups would share a name (which
+        topograph cannot express), the later ones get ``-2``, ``-3`` …"""
+        first = by_id[min(members, key=lambda i: rank.get(i, (1 << 30, by_id[i].label)))]
+        rep = switch_label(first, names, unique)
         k = used.get(rep, 0)
         used[rep] = k + 1
-        return Vertex(rep if k == 0 else f"{rep}~{k + 1}")
+        return Vertex(rep if k == 0 else f"{rep}-{k + 1}")
 
     def order(s: frozenset):
         return sorted(by_id[i].label for i in s)
@@ -351,6 +356,44 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
     if domains is None and smi is not None:
         domains = smi_domains(smi, wanted, report)
     return Graph(root, domains)
+
+
+def _traversal_rank(groups: dict[frozenset, list[str]], by_id: dict[int, Node],
+                    tier: dict[int, int]) -> dict[int, tuple[int, str]]:
+    """The order in which topograph's merger meets each switch: top tier first (sorted by
+    id), then tier by tier down, each switch's lower neighbours in id order.  The first
+    switch met of a group of identical ones is the one topograph keeps, so naming groups
+    after it gives topograph's own answer wherever topograph has one."""
+    level = set().union(*groups) if groups else set()
+    levels = []
+    placed = set(level)
+    t = 1
+    while level:
+        levels.append(level)
+        up = {id(p.peer.node) for i in level for p in by_id[i].iter_ports()
+              if p.peer is not None and p.peer.node.is_switch and tier.get(id(p.peer.node)) == t + 1}
+        level = up - placed
+        placed |= level
+        t += 1
+    rank: dict[int, tuple[int, str]] = {}
+    if not levels:
+        return rank
+    layer = sorted(levels[-1], key=lambda i: by_id[i].label)
+    n = 0
+    for below in list(reversed(levels[:-1])) + [set()]:
+        visited = set(layer)
+        nxt = []
+        for i in layer:
+            rank[i] = (n, by_id[i].label)
+            n += 1
+            children = {id(p.peer.node) for p in by_id[i].iter_ports()
+                        if p.peer is not None and id(p.peer.node) in below}
+            for c in sorted(children, key=lambda c: by_id[c].label):
+                if c not in visited:
+                    visited.add(c)
+                    nxt.append(c)
+        layer = nxt
+    return rank
 
 
 def smi_domains(smi: SmiAnswers, hosts: list[str], report: Report) -> DomainMap:
