@@ -9,9 +9,8 @@ without kubelets.
 
 from __future__ import annotations
 
+import json
 import re
-
-import yaml
 
 from . import k8s
 
@@ -20,7 +19,56 @@ _TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
 
 
 def _dump_all(docs: list[dict]) -> str:
-    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in docs)
+    """Multi-document YAML.  Strings are written JSON-quoted (valid YAML, never
+    reinterpreted as numbers or booleans); PyYAML's emitter takes seconds for the
+    8,192 nodes of a large fabric, this takes a fraction of one."""
+    out: list[str] = []
+    for d in docs:
+        out.append("---\n")
+        _emit(d, 0, out)
+    return "".join(out)
+
+
+def _scalar(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return json.dumps(str(v))
+
+
+def _emit(obj, indent: int, out: list[str]) -> None:
+    pad = " " * indent
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = k if _PLAIN_KEY.match(k) else json.dumps(k)
+            if isinstance(v, dict) and v:
+                out.append(f"{pad}{key}:\n")
+                _emit(v, indent + 2, out)
+            elif isinstance(v, list) and v:
+                out.append(f"{pad}{key}:\n")
+                _emit(v, indent, out)
+            elif isinstance(v, (dict, list)):
+                out.append(f"{pad}{key}: {'{}' if isinstance(v, dict) else '[]'}\n")
+            else:
+                out.append(f"{pad}{key}: {_scalar(v)}\n")
+    else:
+        for item in obj:
+            if isinstance(item, dict) and item:
+                first = True
+                for k, v in item.items():
+                    lead = f"{pad}- " if first else f"{pad}  "
+                    first = False
+                    if isinstance(v, (dict, list)) and v:
+                        out.append(f"{lead}{k}:\n")
+                        _emit(v, indent + 4 if isinstance(v, dict) else indent + 2, out)
+                    else:
+                        out.append(f"{lead}{k}: {_scalar(v)}\n")
+            else:
+                out.append(f"{pad}- {_scalar(item)}\n")
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 def levels(labels: dict[str, dict[str, str]]) -> list[str]:
