@@ -95,3 +95,21 @@ def kubectl_script(labels: dict[str, dict[str, str]], max_tiers: int | None = No
         stale = [f"{TIER_PREFIX}{i}-" for i in range(top) if f"{TIER_PREFIX}{i}" not in have]
         lines.append(f"kubectl label node {node} --overwrite " + " ".join(args + stale))
     return "\n".join(lines) + "\n"
+
+
+# Kubernetes label syntax (apimachinery validation: IsQualifiedName, IsValidLabelValue).
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_problems(key: str, value: str) -> list[str]:
+    """Why a label is not valid Kubernetes syntax (empty list when it is)."""
+    out = []
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        out.append(f"key prefix {prefix!r} is not a DNS subdomain")
+    if not name or len(name) > 63 or not _NAME.match(name):
+        out.append(f"key name {name!r} is not a valid label name")
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        out.append(f"value {value!r} is not a valid label value")
+    return out

@@ -9,6 +9,7 @@ without kubelets.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -132,9 +133,21 @@ def kwok_nodes(labels: dict[str, dict[str, str]], opts) -> str:
             "status": {
                 "allocatable": dict(capacity),
                 "capacity": dict(capacity),
-                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                             "kubeletVersion": "fake", "kubeProxyVersion": "fake"},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status"}],
+                "nodeInfo": _node_info(node),
                 "phase": "Running",
             },
         })
     return _dump_all(docs)
+
+
+def _node_info(node: str) -> dict[str, str]:
+    """Node.status.nodeInfo with every field the Node schema requires; the ids are
+    derived from the name so that the same fabric gives the same manifests."""
+    h = hashlib.sha1(node.encode()).hexdigest()
+    uuid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    return {"architecture": "amd64", "operatingSystem": "linux", "machineID": h[:32],
+            "systemUUID": uuid, "bootID": uuid, "kernelVersion": "fake", "osImage": "fake",
+            "containerRuntimeVersion": "fake", "kubeletVersion": "fake",
+            "kubeProxyVersion": "fake"}
