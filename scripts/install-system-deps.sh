@@ -2,11 +2,13 @@
 # Installs the Debian packages fabriclab's tests and tools run for real:
 #   ibsim-utils, libumad2sim0  - OFA's fabric simulator and its umad preload library
 #   infiniband-diags, opensm   - the real ibnetdiscover/ibstat/perfquery/... and subnet manager
+#   slurmctld, slurmd, slurm-client, munge
+#                              - a real Slurm (22.05) that loads fabriclab's topology.conf
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
 # Already-installed packages are skipped, so a second run does nothing.
 set -euo pipefail
 
-packages=(ibsim-utils libumad2sim0 infiniband-diags opensm)
+packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge)
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi
@@ -28,5 +30,13 @@ fi
 echo "system packages: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# opensm's package tries to start its service; nothing here wants a system-wide SM.
+# Debian's policy-rc.d hook: exit 101 tells invoke-rc.d not to start any service the
+# packages install (a system slurmctld, munged or opensm would only get in the way).
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    trap '$SUDO rm -f "$policy"' EXIT
+fi
+# opensm's and Slurm's packages try to start their services; the tests start their own.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
