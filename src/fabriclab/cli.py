@@ -7,7 +7,9 @@ with exit status 2; tracebacks are only shown with FABRICLAB_DEBUG=1.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -264,6 +266,183 @@ def serve_topology(
     service = server.TopologyService(local, str(models_dir) if models_dir else None, delay)
     err.print(f"fabriclab topology API on http://{host}:{port}")
     server.serve(service, host, port)
+
+
+NameOpt = typer.Option("sim", "--name", "-n", help="The fabric's name: the IBSIM_SOCKNAME "
+                       "tools use to reach it (ibsim's default is 'sim').")
+
+
+@app.command()
+def up(
+    spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
+    name: str = NameOpt,
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; "
+                                "'fabriclab down' stops it."),
+    listen: Optional[str] = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
+                                         "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT)."),
+    sm: bool = typer.Option(False, "--sm", help="Also run the real OpenSM on the fabric."),
+    sm_at: Optional[str] = typer.Option(None, "--sm-at", help="Where OpenSM runs (a tray, "
+                                        "HOST:HCA, CA or switch); default: the first tray."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log clients (-v), "
+                                "and every routing decision (-vv)."),
+    trays: Optional[int] = TraysOpt,
+) -> None:
+    """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
+    against it through Debian's libumad2sim (see 'fabriclab exec')."""
+    import logging
+    import time as _time
+
+    from .sim import runtime
+    from .sim.server import FabricServer
+
+    runtime.check_name(name)
+    addr = runtime.parse_listen(listen)
+    c = _cluster(spec, trays)
+    try:
+        running = runtime.Instance.load(name)
+        raise InputError([Problem(name, f"fabric {name!r} is already up (pid {running.pid}, "
+                                  f"{running.spec}); 'fabriclab down --name {name}' first")])
+    except runtime.NotRunning:
+        pass
+    if sm or sm_at:
+        where = sm_at or (c.trays[0].host if c.trays else None)
+        if where is None or runtime.resolve(c, where)[0] is None:
+            raise InputError([Problem("--sm-at", runtime.resolve(c, where or "")[1] or
+                                      "the fabric has no tray to run OpenSM on")])
+    log_file = runtime.state_dir() / f"{name}.log"
+    if detach:
+        argv = runtime.python_argv() + ["up", spec, "--name", name] + (["-" + "v" * verbose] if verbose else [])
+        argv += (["--listen", listen] if listen else []) + (["--trays", str(trays)] if trays else [])
+        argv += (["--sm"] if sm else []) + (["--sm-at", sm_at] if sm_at else [])
+        inst = runtime.spawn_detached(argv, name, log_file)
+        err.print(f"fabric {name!r} up: {c.name}, pid {inst.pid}, log {log_file}")
+        if sm or sm_at:
+            deadline = _time.monotonic() + 600
+            while not runtime.subnet_up(inst):
+                if _time.monotonic() > deadline or not inst.alive():
+                    raise InputError([Problem("--sm", f"OpenSM did not bring the subnet up "
+                                              f"(see {runtime.state_dir() / (name + '.opensm')})")])
+                _time.sleep(0.1)
+            err.print("subnet up (OpenSM)")
+        return
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    start, _ = find_port(c, None)
+    srv = FabricServer(c.fabric, name, listen=addr,
+                       resolve=lambda text: runtime.resolve(c, text), default_port=start)
+    try:
+        srv.bind()
+    except OSError as e:
+        where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
+        raise InputError([Problem(where, f"cannot serve: {e.strerror} (another fabriclab or "
+                                  "ibsim is using it?)")]) from None
+    inst = runtime.Instance(name, os.getpid(), spec, trays, list(addr) if addr else None,
+                            str(log_file), _time.time())
+    sm_proc = None
+    if sm or sm_at:
+        sm_proc = runtime.start_sm(inst, c, sm_at or c.trays[0].host, runtime.state_dir())
+        inst.sm_pid = sm_proc.pid
+        said = []
+
+        def watch_sm() -> None:
+            if not said and runtime.subnet_up(inst):
+                said.append(True)
+                err.print("subnet up (OpenSM)")
+        srv.on_tick.append(watch_sm)
+    inst.save()
+    srv.install_signal_handlers()
+    f = c.fabric
+    where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
+    err.print(f"fabric {name!r} up ({where}): {c.name}, {len(f.switches())} switches, "
+              f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it")
+    try:
+        srv.serve_forever()
+    finally:
+        if sm_proc is not None and sm_proc.poll() is None:
+            sm_proc.terminate()
+            try:
+                sm_proc.wait(5)
+            except Exception:
+                sm_proc.kill()
+        srv.close()
+        inst.path.unlink(missing_ok=True)
+        st = srv.stats
+        err.print(f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
+                  f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed")
+
+
+@app.command()
+def down(name: str = NameOpt) -> None:
+    """Stop a fabric started with 'fabriclab up --detach' (and its OpenSM)."""
+    from .sim import runtime
+
+    inst = runtime.stop(name)
+    err.print(f"fabric {name!r} down (pid {inst.pid})")
+
+
+@app.command()
+def status() -> None:
+    """List the fabrics that are up."""
+    from .sim import runtime
+
+    d = runtime.state_dir()
+    table = Table(title=f"fabrics up ({d})")
+    for col in ("name", "pid", "spec", "reach", "OpenSM"):
+        table.add_column(col)
+    for rec in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            inst = runtime.Instance.load(rec.stem)
+        except FabriclabError:
+            continue
+        reach = f"UDP {inst.listen[0]}:{inst.listen[1]}" if inst.listen else f"IBSIM_SOCKNAME={inst.name}"
+        smstate = "-" if not inst.sm_pid else ("subnet up" if runtime.subnet_up(inst) else "sweeping")
+        table.add_row(inst.name, str(inst.pid), inst.spec + (f" x{inst.trays}" if inst.trays else ""),
+                      reach, smstate)
+    out.print(table)
+
+
+@app.command("exec", context_settings={"allow_interspersed_args": False})
+def exec_(
+    node: str = typer.Argument(..., help="Where the tool runs: HOST, HOST:HCA[:PORT], a CA or switch."),
+    command: list[str] = typer.Argument(..., help="The tool and its arguments (after --)."),
+    name: str = NameOpt,
+) -> None:
+    """Run a real tool as if on NODE, e.g. 'fabriclab exec sched-worker1 -- ibnetdiscover'."""
+    from .sim import runtime
+
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
+    inst = runtime.Instance.load(name)
+    c = _cluster(inst.spec, inst.trays)
+    env = runtime.tool_env(inst, runtime.sim_host(c, node))
+    exe = shutil.which(command[0], path=env.get("PATH", "") + ":/usr/sbin:/sbin")
+    if exe is None:
+        raise InputError([Problem(command[0], "command not found")])
+    if not os.access(os.getcwd(), os.W_OK):  # umad2sim writes ./sys-<pid>
+        tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
+        err.print(f"warning: {os.getcwd()} is not writable; running in {tmp}")
+        os.chdir(tmp)
+    sys.stdout.flush()
+    os.execve(exe, [command[0], *command[1:]], env)
+
+
+@app.command()
+def shims(
+    node: str = typer.Argument(..., help="The tray (or HOST:HCA, CA) the tools run as."),
+    directory: Path = typer.Argument(..., help="Where to write the wrappers (a bin dir for PATH)."),
+    name: str = NameOpt,
+) -> None:
+    """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
+    sudo) so software that shells out on a tray finds them on PATH."""
+    from .sim import runtime
+
+    inst = runtime.Instance.load(name)
+    c = _cluster(inst.spec, inst.trays)
+    exe = shutil.which("fabriclab") or f"{sys.executable} -m fabriclab.cli"
+    written = runtime.write_shims(inst, c, node, directory, exe)
+    err.print(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
 
 
 @app.command("import")

@@ -90,3 +90,84 @@ def ca_model(key: str) -> CaModel:
         return CA_MODELS[key]
     except KeyError:
         raise KeyError(f"unknown HCA model {key!r} (known: {', '.join(CA_MODELS)})") from None
+
+
+# --- what the devices' management agents report about themselves --------------------
+
+# PortInfo.CapabilityMask bits (IBA Vol. 1, 14.2.5.6, Table 164) used below.
+_NOTICE, _TRAP, _SL_MAP, _SYS_IMAGE_GUID = 1 << 2, 1 << 3, 1 << 6, 1 << 11
+_EXT_SPEEDS, _CAP_MASK2, _CAP_MASK_NOTICE = 1 << 14, 1 << 15, 1 << 22
+# CapabilityMask2 bits: 2x width, HDR, NDR, LinkSpeedExt2 (XDR) fields, XDR.
+_C2_2X, _C2_HDR, _C2_NDR, _C2_EXT2, _C2_XDR = 1 << 4, 1 << 5, 1 << 10, 1 << 11, 1 << 12
+# PMA ClassPortInfo.CapabilityMask: AllPortSelect, ExtendedWidth, SamplesOnly, XmitWait,
+# and bit 14; CapabilityMask2 bit 1: IsAdditionalPortCountersExtendedSupported.
+_PM_ALL_PORTS, _PM_CA = 1 << 8, 0x5A00
+_PM2_ADDL = 1 << 1
+
+
+@dataclass(frozen=True)
+class ManagementCaps:
+    """What a device's SMA and PMA say about their own capabilities.
+
+    Where the numbers come from:
+    - ``cap_mask``: real ``ibstat`` output: 0xa751e848 on a ConnectX-7 (MT4129),
+      0x2651e848 on a ConnectX-5 (MT4119, fixture sparticlesteve/…/ibstat.txt).  A
+      switch's port 0 mask has not been seen in a dump; the one here sets only the
+      capabilities the fabric actually implements (notices, traps, SL mapping, system
+      image GUID, extended speeds, CapabilityMask2, capability-change notices).
+    - ``pma_cap_mask`` 0x5A00: real ``perfquery -x`` header of a ConnectX
+      (fixture treydock/…/perfquery/0x7cfe9003003b4b96.out); switches add
+      AllPortSelect, which ``perfquery -a`` relies on.  Additional extended counters
+      (CapabilityMask2 bit 1) appear in real NDR ibdiagnet .pm dumps
+      (``symbol_error_counter_extended`` …).
+    - Table sizes a dump does not show (LinearFDBCap 49152, MulticastFDBCap 1024,
+      PartitionEnforcementCap 64) are ibsim's defaults, which follow Mellanox switches.
+    """
+
+    cap_mask: int
+    cap_mask2: int
+    partition_cap: int = 128  # NodeInfo.PartitionCap: P_Key table of a CA / switch port 0
+    guid_cap: int = 8
+    mtu_cap: int = 5  # 4096 bytes
+    vl_cap: int = 4  # VL0-7
+    vl_arb_high_cap: int = 8
+    vl_arb_low_cap: int = 8
+    pma_cap_mask: int = _PM_CA
+    pma_cap_mask2: int = _PM2_ADDL
+    linear_fdb_cap: int = 0  # switches only
+    mcast_fdb_cap: int = 0
+    part_enforce_cap: int = 0
+
+
+_SWITCH_PORT0 = _NOTICE | _TRAP | _SL_MAP | _SYS_IMAGE_GUID | _EXT_SPEEDS | _CAP_MASK2 | _CAP_MASK_NOTICE
+
+
+def _switch_caps(cap_mask2: int, pma2: int = _PM2_ADDL) -> ManagementCaps:
+    return ManagementCaps(_SWITCH_PORT0, cap_mask2, partition_cap=1, guid_cap=1,
+                          pma_cap_mask=_PM_CA | _PM_ALL_PORTS, pma_cap_mask2=pma2,
+                          linear_fdb_cap=49152, mcast_fdb_cap=1024, part_enforce_cap=64)
+
+
+# by PCI device id
+MANAGEMENT_CAPS: dict[int, ManagementCaps] = {
+    0xD2F0: _switch_caps(_C2_2X | _C2_HDR, pma2=0),  # Quantum (HDR)
+    0xD2F2: _switch_caps(_C2_2X | _C2_HDR | _C2_NDR),  # Quantum-2 (NDR)
+    0xD2F4: _switch_caps(_C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR),  # Quantum-3 (XDR)
+    0x1017: ManagementCaps(0x2651E848, 0, pma_cap_mask2=0),  # ConnectX-5
+    0x101B: ManagementCaps(0x2651E848, _C2_2X | _C2_HDR, pma_cap_mask2=0),  # ConnectX-6
+    0x1021: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR),  # ConnectX-7
+    0x1023: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR),  # ConnectX-8
+    0xCF09: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR, partition_cap=1, guid_cap=1),  # SHARP AN
+}
+_DEFAULT_CA = ManagementCaps(0x2651E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR,
+                             pma_cap_mask2=0)
+_DEFAULT_SWITCH = _switch_caps(_C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR, pma2=0)
+
+
+def management_caps(devid: int, is_switch: bool) -> ManagementCaps:
+    """The device's capabilities; devices fabriclab has no facts for (an imported dump's
+    older hardware) get a generic CA or switch that can express every speed."""
+    caps = MANAGEMENT_CAPS.get(devid)
+    if caps is None or (caps.linear_fdb_cap > 0) != is_switch:
+        return _DEFAULT_SWITCH if is_switch else _DEFAULT_CA
+    return caps

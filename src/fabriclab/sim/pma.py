@@ -1,0 +1,125 @@
+"""The Performance Management Agent of every node (IBA Vol. 1, 16.1): ClassPortInfo,
+PortCounters, PortCountersExtended and the error-detail attributes.
+
+PortSelect names the port (any port of a switch; a CA's own port); 0xFF on a switch
+whose PMA advertises AllPortSelect sums every port.  A Set resets the counters its
+CounterSelect bits name and answers with the values after the reset.
+"""
+
+from __future__ import annotations
+
+from .counters import DETAILS, summed
+from .mad.consts import (
+    PM2_ADDL_PORT_COUNTERS_EXT,
+    PM_ALL_PORT_SELECT,
+    STATUS_INVALID_FIELD,
+    STATUS_METHOD_ATTR_UNSUPPORTED,
+    STATUS_OK,
+    Attr,
+    Method,
+)
+from .mad.layouts import (
+    CLASS_PORT_INFO,
+    GMP_DATA_SIZE,
+    PORT_COUNTERS,
+    PORT_COUNTERS_EXT,
+    PORT_RCV_ERROR_DETAILS,
+    PORT_XMIT_DISCARD_DETAILS,
+)
+from .state import SimPort
+
+ALL_PORTS = 0xFF
+_RCV_DETAILS, _XMIT_DETAILS = DETAILS[:6], DETAILS[6:]
+_ZERO = bytes(GMP_DATA_SIZE)
+
+
+def _pad(raw: bytes) -> bytes:
+    return raw + bytes(GMP_DATA_SIZE - len(raw))
+
+
+class Pma:
+    def __init__(self) -> None:
+        # attribute id -> handler(port, method, modifier, data), for Get and Set only
+        self.handlers = {
+            int(Attr.CLASS_PORT_INFO): self.class_port_info,
+            int(Attr.PORT_COUNTERS): self.port_counters,
+            int(Attr.PORT_COUNTERS_EXT): self.port_counters_ext,
+            int(Attr.PORT_RCV_ERROR_DETAILS): self.rcv_error_details,
+            int(Attr.PORT_XMIT_DISCARD_DETAILS): self.xmit_discard_details,
+        }
+
+    # ---------------------------------------------------------------------------------
+
+    def class_port_info(self, port: SimPort, method: int, mod: int, data: bytes):
+        caps = port.node.caps
+        cpi = _pad(CLASS_PORT_INFO.pack({
+            "BaseVersion": 1, "ClassVersion": 1, "CapabilityMask": caps.pma_cap_mask,
+            "CapabilityMask2": caps.pma_cap_mask2, "RespTimeVal": 18}))
+        return (STATUS_OK if method == Method.GET else STATUS_METHOD_ATTR_UNSUPPORTED), cpi
+
+    def _ports(self, port: SimPort, select: int) -> list[SimPort] | None:
+        """The ports a PortSelect names, or None when it names none."""
+        node = port.node
+        if node.is_switch:
+            if select == ALL_PORTS and node.caps.pma_cap_mask & PM_ALL_PORT_SELECT:
+                return [p for p in node.ports if p is not None]
+            p = node.port(select)
+            return [p] if p is not None else None
+        if select in (port.num, 0):
+            return [port]
+        return None
+
+    def port_counters(self, port: SimPort, method: int, mod: int, data: bytes):
+        req = PORT_COUNTERS.unpack(data)
+        ports = self._ports(port, req["PortSelect"])
+        if ports is None:
+            return STATUS_INVALID_FIELD, _pad(data[:PORT_COUNTERS.size])
+        if method == Method.SET:
+            for p in ports:
+                p.flush().reset(req["CounterSelect"], req["CounterSelect2"])
+        values = summed([p.flush() for p in ports], extended=False)
+        values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
+                      CounterSelect2=req["CounterSelect2"])
+        return STATUS_OK, _pad(PORT_COUNTERS.pack(values))
+
+    def port_counters_ext(self, port: SimPort, method: int, mod: int, data: bytes):
+        req = PORT_COUNTERS_EXT.unpack(data)
+        ports = self._ports(port, req["PortSelect"])
+        if ports is None:
+            return STATUS_INVALID_FIELD, _pad(data[:PORT_COUNTERS_EXT.size])
+        if method == Method.SET:
+            for p in ports:
+                p.flush().reset_ext(req["CounterSelect"], req["CounterSelect2"])
+        values = summed([p.flush() for p in ports], extended=True)
+        if not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
+            values = {k: v for k, v in values.items() if k in _BASIC_EXT}
+        values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
+                      CounterSelect2=req["CounterSelect2"])
+        return STATUS_OK, _pad(PORT_COUNTERS_EXT.pack(values))
+
+    def _details(self, port: SimPort, method: int, data: bytes, layout, names):
+        req = layout.unpack(data)
+        ports = self._ports(port, req["PortSelect"])
+        if ports is None:
+            return STATUS_INVALID_FIELD, _pad(data[:layout.size])
+        if method == Method.SET:
+            for p in ports:
+                p.flush().reset_details(names, req["CounterSelect"])
+        values = dict.fromkeys(names, 0)
+        for p in ports:
+            view = p.flush().details_view()
+            for n in names:
+                values[n] = min(values[n] + view[n], 0xFFFF)
+        values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"])
+        return STATUS_OK, _pad(layout.pack(values))
+
+    def rcv_error_details(self, port: SimPort, method: int, mod: int, data: bytes):
+        return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, _RCV_DETAILS)
+
+    def xmit_discard_details(self, port: SimPort, method: int, mod: int, data: bytes):
+        return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, _XMIT_DETAILS)
+
+
+_BASIC_EXT = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
+              "PortUnicastXmitPkts", "PortUnicastRcvPkts", "PortMulticastXmitPkts",
+              "PortMulticastRcvPkts"}

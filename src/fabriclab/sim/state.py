@@ -1,0 +1,288 @@
+"""The running fabric's state: what the subnet manager and the tools can read and write.
+
+The model (:mod:`fabriclab.model.fabric`) says what is cabled and how fast; this module
+holds what changes at run time: LIDs, port states, forwarding tables, P_Key, SL-to-VL
+and VL-arbitration tables, alias GUIDs and counters.  A fabric comes up the way real
+hardware does after power-on: every cabled port is physically up and logically INIT,
+nothing is routed, and the SM drives the rest.  Ports keep the LIDs of the spec's LID
+plan, as if a previous SM had assigned them; OpenSM keeps valid LIDs it finds, so the
+subnet comes up with the same LIDs every time.
+"""
+
+from __future__ import annotations
+
+from ..model import hardware
+from ..model.fabric import Fabric, Node, NodeType, Port
+from ..model.rates import SPEEDS
+from .counters import Counters
+from .mad.consts import PhysState, PortState
+from .mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+
+_NDR = SPEEDS["NDR"]
+# LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
+# extended speed up to its own); LinkSpeedExtSupported2 bit 1 is XDR.
+_EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
+_WIDTH_1X_4X, _WIDTH_1X_2X_4X = 0x03, 0x13
+_pack_port_info = PORT_INFO.packer(
+    "Mkey", "GidPrefix", "Lid", "SMLid", "CapMask", "MkeyLeasePeriod", "LinkWidthEnabled",
+    "LinkWidthSupported", "LinkWidthActive", "LinkSpeedSupported", "LinkState", "PhysLinkState",
+    "LinkDownDefState", "ProtectBits", "LMC", "LinkSpeedActive", "LinkSpeedEnabled",
+    "NeighborMTU", "SMSL", "VLCap", "VLHighLimit", "VLArbHighCap", "VLArbLowCap", "MtuCap",
+    "VLStallCount", "HoqLife", "OperVLs", "PartEnforceInb", "PartEnforceOutb", "GuidCap",
+    "ClientReregister", "McastPkeyTrapSuppressionEnabled", "SubnetTimeout", "RespTimeVal",
+    "LinkSpeedExtActive2", "LinkSpeedExtSupported2", "LinkSpeedExtEnabled2",
+    "CapabilityMask2", "LinkSpeedExtActive", "LinkSpeedExtSupported", "LinkSpeedExtEnabled")
+# A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
+# unit of PortXmitData/PortRcvData.
+MAD_WORDS = 72
+# SL-to-VL after reset: SL i on VL i for i < 15 (a table of 4-bit entries, 2 per byte).
+DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
+
+
+class SimSwitch:
+    """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
+
+    __slots__ = ("lft", "lft_top", "mft", "mft_top", "lifetime", "state_change", "def_port",
+                 "def_mcast_prim", "def_mcast_not_prim", "caps", "enhanced_port0")
+
+    def __init__(self, caps: hardware.ManagementCaps, enhanced_port0: bool):
+        self.caps = caps
+        self.enhanced_port0 = enhanced_port0
+        self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
+        self.lft_top = 0
+        self.mft: dict[tuple[int, int], bytes] = {}  # (block, position) -> 64 bytes
+        self.mft_top = 0
+        self.lifetime = 0
+        self.state_change = 1  # a switch that just came up reports a port change
+        self.def_port = 0
+        self.def_mcast_prim = 0xFF
+        self.def_mcast_not_prim = 0xFF
+
+    def out_port(self, lid: int) -> int:
+        """The LFT entry for ``lid``: a port number, or 0xFF for "not routed"."""
+        if lid > self.lft_top or lid >= len(self.lft):
+            return 0xFF
+        return self.lft[lid]
+
+    def write_lft_block(self, block: int, data: bytes) -> None:
+        end = (block + 1) * 64
+        if len(self.lft) < end:
+            self.lft.extend(b"\xff" * (end - len(self.lft)))
+        self.lft[block * 64:end] = data[:64]
+
+    def lft_block(self, block: int) -> bytes:
+        chunk = bytes(self.lft[block * 64:(block + 1) * 64])
+        return chunk + b"\xff" * (64 - len(chunk))
+
+    def switch_info(self) -> bytes:
+        c = self.caps
+        return SWITCH_INFO.pack({
+            "LinearFdbCap": c.linear_fdb_cap, "McastFdbCap": c.mcast_fdb_cap,
+            "LinearFdbTop": self.lft_top, "DefPort": self.def_port,
+            "DefMcastPrimPort": self.def_mcast_prim, "DefMcastNotPrimPort": self.def_mcast_not_prim,
+            "LifeTime": self.lifetime, "StateChange": self.state_change, "OptSLtoVLMapping": 1,
+            "LidsPerPort": 0, "PartEnforceCap": c.part_enforce_cap, "InboundPartEnf": 1,
+            "OutboundPartEnf": 1, "FilterRawInbound": 1, "FilterRawOutbound": 1,
+            "EnhancedPort0": int(self.enhanced_port0), "MulticastFDBTop": self.mft_top,
+        })
+
+
+class SimPort:
+    """One port's run-time state; ``pi`` caches its encoded PortInfo."""
+
+    __slots__ = (
+        "node", "num", "model", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state", "phys",
+        "link_down_def", "width_enabled", "width_supported", "speed_enabled", "speed_ext_enabled",
+        "speed_ext_supported", "speed_ext2_enabled", "speed_ext2_supported", "neighbor_mtu",
+        "op_vls", "vl_high_limit", "hoq_life", "vl_stall", "gid_prefix", "mkey", "mkey_lease",
+        "mkey_protect", "subnet_timeout", "resp_time", "client_rereg", "mcast_pkey_trap",
+        "cap_mask", "cap_mask2", "guid_cap", "pkeys", "sl2vl", "vlarb", "guids", "counters",
+        "fdr10_enabled", "state_change_enable", "pi", "is_endport", "mad_out", "mad_in",
+    )
+
+    def __init__(self, node: "SimNode", model: Port):
+        self.node = node
+        self.num = model.num
+        self.model = model
+        self.guid = model.guid
+        self.peer: SimPort | None = None
+        caps = node.caps
+        switch_ext = node.is_switch and model.num != 0
+        self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
+        self.lid = 0 if switch_ext else (node.model.lid if node.is_switch else model.lid)
+        self.lmc = 0 if switch_ext else (node.model.lmc if node.is_switch else model.lmc)
+        self.smlid = 0
+        self.smsl = 0
+        if model.num == 0:
+            self.state, self.phys = PortState.ACTIVE, PhysState.LINKUP
+        elif model.peer is not None:
+            self.state, self.phys = PortState.INIT, PhysState.LINKUP
+        else:
+            self.state, self.phys = PortState.DOWN, PhysState.POLLING
+        self.link_down_def = PhysState.POLLING
+        native = node.native_speed
+        wide = native.order >= _NDR.order
+        self.width_supported = _WIDTH_1X_2X_4X if wide else _WIDTH_1X_4X
+        self.width_enabled = self.width_supported
+        self.speed_enabled = 0x7  # SDR, DDR, QDR
+        self.speed_ext_supported = _EXT_SUPPORTED.get(native.ext, 0xF if native.ext2 else 0)
+        self.speed_ext_enabled = self.speed_ext_supported
+        self.speed_ext2_supported = 1 if native.ext2 else 0
+        self.speed_ext2_enabled = self.speed_ext2_supported
+        self.fdr10_enabled = 1 if native.order >= SPEEDS["FDR10"].order else 0
+        self.state_change_enable = 0
+        self.neighbor_mtu = caps.mtu_cap
+        self.op_vls = 1  # VL0 until the SM says more
+        self.vl_high_limit = 0
+        self.hoq_life = 31
+        self.vl_stall = 7
+        self.gid_prefix = 0 if switch_ext else 0xFE80000000000000
+        self.mkey = 0
+        self.mkey_lease = 0
+        self.mkey_protect = 0
+        self.subnet_timeout = 0
+        self.resp_time = 16
+        self.client_rereg = 0
+        self.mcast_pkey_trap = 0
+        self.cap_mask = 0 if switch_ext else caps.cap_mask
+        self.cap_mask2 = 0 if switch_ext else caps.cap_mask2
+        self.guid_cap = 0 if switch_ext else caps.guid_cap
+        size = caps.part_enforce_cap if switch_ext else caps.partition_cap
+        self.pkeys = bytearray(2 * size)
+        if size:
+            self.pkeys[0:2] = b"\xff\xff"  # the default partition, full member
+        self.sl2vl: dict[int, bytes] = {}  # (in port << 8 | out port) -> 8 bytes, when set
+        self.vlarb: dict[int, bytes] = {}  # block 1..4 -> 64 bytes, when set
+        self.guids: dict[int, bytearray] = {}  # alias GUID blocks, when set
+        self.counters = Counters()
+        self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
+        self.pi: bytes | None = None
+
+    # --- PortInfo -----------------------------------------------------------------
+
+    @property
+    def up(self) -> bool:
+        return self.phys == PhysState.LINKUP and self.peer is not None
+
+    def port_info(self) -> bytes:
+        """The encoded PortInfo (LocalPort left 0: it depends on where the SMP came in)."""
+        if self.pi is None:
+            self.pi = self._encode_port_info()
+        return self.pi
+
+    def changed(self) -> None:
+        self.pi = None
+
+    def _encode_port_info(self) -> bytes:
+        m = self.model
+        caps = self.node.caps
+        # the model holds what a port shows: its link's rate, or 4x SDR when it is down
+        speed = m.speed if self.num else None
+        switch_ext = int(self.node.is_switch and self.num != 0)
+        return _pack_port_info(
+            self.mkey, self.gid_prefix, self.lid, self.smlid, self.cap_mask, self.mkey_lease,
+            self.width_enabled, self.width_supported, m.width.value if self.num else 2,
+            0x7, self.state, self.phys, self.link_down_def, self.mkey_protect, self.lmc,
+            speed.speed if speed else 1, self.speed_enabled, self.neighbor_mtu, self.smsl,
+            caps.vl_cap, self.vl_high_limit, caps.vl_arb_high_cap, caps.vl_arb_low_cap,
+            caps.mtu_cap, self.vl_stall, self.hoq_life, self.op_vls, switch_ext, switch_ext,
+            self.guid_cap, self.client_rereg, self.mcast_pkey_trap, self.subnet_timeout,
+            self.resp_time, speed.ext2 if speed else 0, self.speed_ext2_supported,
+            self.speed_ext2_enabled, self.cap_mask2, speed.ext if speed else 0,
+            self.speed_ext_supported, self.speed_ext_enabled)
+
+    def flush(self) -> Counters:
+        """The port's counters, with the MADs that crossed it since the last read."""
+        c = self.counters
+        if self.mad_out or self.mad_in:
+            c.count_packets(self.mad_out, self.mad_in, MAD_WORDS)
+            self.mad_out = self.mad_in = 0
+        return c
+
+    def lid_range(self) -> range:
+        return range(self.lid, self.lid + (1 << self.lmc))
+
+    def has_lid(self, lid: int) -> bool:
+        return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
+
+    def ref(self) -> str:
+        return f"{self.node.model.desc!r}[{self.num}]"
+
+    def __repr__(self) -> str:
+        return f"<SimPort {self.ref()} lid {self.lid} {PortState(self.state).name}>"
+
+
+class SimNode:
+    """A node as its SMA sees itself: identity, caps, ports, and a switch's tables."""
+
+    __slots__ = ("model", "index", "is_switch", "caps", "ports", "sw", "node_desc",
+                 "native_speed", "_node_info")
+
+    def __init__(self, model: Node, index: int):
+        self.model = model
+        self.index = index
+        self.is_switch = model.type == NodeType.SWITCH
+        self.caps = hardware.management_caps(model.devid, self.is_switch)
+        self.native_speed = self._native_speed(model)
+        self.node_desc = model.desc.encode("utf-8", "replace")[:64].ljust(64, b"\0")
+        self.ports: list[SimPort | None] = [
+            SimPort(self, p) if p is not None else None for p in model.ports]
+        self.sw = SimSwitch(self.caps, model.enhanced_port0) if self.is_switch else None
+        self._node_info: dict[int, bytes] = {}
+
+    @staticmethod
+    def _native_speed(model: Node):
+        m = model.model
+        if m is not None and getattr(m, "rate", None) in SPEEDS:
+            return SPEEDS[m.rate]
+        fastest = [p.speed for p in model.iter_ports() if p.peer is not None]
+        return max(fastest, key=lambda s: s.order) if fastest else _NDR
+
+    def node_info(self, local_port: int) -> bytes:
+        """NodeInfo as read through ``local_port`` (LocalPortNum, and a CA's PortGUID)."""
+        ni = self._node_info.get(local_port)
+        if ni is None:
+            m = self.model
+            port = self.ports[local_port]
+            ni = NODE_INFO.pack({
+                "BaseVers": 1, "ClassVers": 1, "NodeType": int(m.type), "NumPorts": m.nports,
+                "SystemGuid": m.sysimgguid, "Guid": m.guid,
+                "PortGuid": m.port_guid if self.is_switch or port is None else port.guid,
+                "PartCap": self.caps.partition_cap, "DevId": m.devid, "Revision": m.revision,
+                "LocalPort": local_port, "VendorId": m.vendid,
+            })
+            self._node_info[local_port] = ni
+        return ni
+
+    def port(self, num: int) -> "SimPort | None":
+        if 0 <= num < len(self.ports):
+            return self.ports[num]
+        return None
+
+    @property
+    def first_port(self) -> SimPort:
+        """Where a client attaches: switch port 0, else the first cabled CA port."""
+        if self.is_switch:
+            return self.ports[0]  # type: ignore[return-value]
+        ports = [p for p in self.ports if p is not None]
+        return next((p for p in ports if p.peer is not None), ports[0])
+
+
+class SimFabric:
+    """Every node and port of a fabric, wired as the model cables them."""
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
+        self.by_model: dict[int, SimNode] = {id(n.model): n for n in self.nodes}
+        for sn in self.nodes:
+            for sp in sn.ports:
+                if sp is not None and sp.model.peer is not None:
+                    far = sp.model.peer
+                    sp.peer = self.by_model[id(far.node)].ports[far.num]
+
+    def node_of(self, model: Node) -> SimNode:
+        return self.by_model[id(model)]
+
+    def port_of(self, model: Port) -> SimPort:
+        return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]
