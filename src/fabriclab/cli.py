@@ -440,8 +440,7 @@ def shims(
 
     inst = runtime.Instance.load(name)
     c = _cluster(inst.spec, inst.trays)
-    exe = shutil.which("fabriclab") or f"{sys.executable} -m fabriclab.cli"
-    written = runtime.write_shims(inst, c, node, directory, exe)
+    written = runtime.write_shims(inst, c, node, directory)
     err.print(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
 
 

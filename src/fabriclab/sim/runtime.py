@@ -21,7 +21,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -295,8 +294,7 @@ def subnet_up(inst: Instance) -> bool:
 # --- shims --------------------------------------------------------------------------------
 
 
-def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path,
-                fabriclab: str) -> list[str]:
+def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path) -> list[str]:
     """A bin directory making ``node`` look like a tray with real IB tools: one wrapper
     per tool found on this machine (preloading umad2sim, attached at ``node``), an
     ``nvidia-smi`` answering for the tray's GPUs, and a ``sudo`` that just runs its
@@ -316,7 +314,7 @@ def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path,
     if cluster.tray(tray) is not None:
         spec_args = " ".join(shlex.quote(a) for a in _spec_args(inst))
         _script(directory / "nvidia-smi",
-                f"exec {shlex.quote(fabriclab)} render {spec_args} nvidia-smi "
+                f"exec {shlex.join(fabriclab_argv())} render {spec_args} nvidia-smi "
                 f"--from {shlex.quote(tray)} -- \"$@\"\n")
         written.append("nvidia-smi")
     _script(directory / "sudo",
@@ -337,15 +335,13 @@ def _script(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def free_udp(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def python_argv() -> list[str]:
     """How to run this fabriclab again (for ``up --detach``)."""
     return [sys.executable, "-m", "fabriclab.cli"]
+
+
+def fabriclab_argv() -> list[str]:
+    """This fabriclab's command, for scripts: the entry point beside the interpreter
+    (a virtualenv's bin), else the interpreter running the module."""
+    script = Path(sys.executable).parent / "fabriclab"
+    return [str(script)] if script.exists() else python_argv()

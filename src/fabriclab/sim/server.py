@@ -353,12 +353,19 @@ class FabricServer:
         log.info("client %d detached (%s)", cl.id, why)
 
     def _sweep(self) -> None:
-        """Local clients whose process is gone are disconnected."""
-        if self.remote:
+        """Local clients whose data socket is gone (the process died) are disconnected.
+        The abstract socket namespace belongs to the network namespace, so this works
+        for clients in other PID namespaces too, where their pid would not."""
+        if self.remote or not self.clients:
+            return
+        try:
+            with open("/proc/net/unix", "rb") as f:
+                bound = {line.rsplit(None, 1)[-1] for line in f if b"@" in line}
+        except OSError:
             return
         for cl in list(self.clients.values()):
-            if not os.path.exists(f"/proc/{cl.key}"):
-                self._drop_client(cl, f"pid {cl.key} is gone")
+            if b"@" + f"{self.name}:in{cl.key}".encode() + b"@" not in bound:
+                self._drop_client(cl, f"its socket {self.name}:in{cl.key} is gone")
 
     def _set_issm(self, cl: Client, on: bool) -> None:
         cl.issm = on

@@ -1,0 +1,97 @@
+"""Start fabriclab's fabric server for a test, the way a user does ('fabriclab up
+--detach'), and run the real tools against it.
+
+Each fabric gets a unique name (IBSIM_SOCKNAME) and its own state directory, so tests
+and test runs never meet; whatever a fabric started is stopped when its block ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabriclab.model.build import build
+from fabriclab.model.cluster import Cluster
+from fabriclab.sim import runtime
+from fabriclab.spec.load import load_spec
+
+_counter = itertools.count()
+
+
+@dataclass
+class Fabric:
+    name: str
+    spec: str
+    cluster: Cluster
+    workdir: Path
+    env: dict[str, str]  # FABRICLAB_STATE_DIR etc., for fabriclab commands
+
+    def instance(self) -> runtime.Instance:
+        old = os.environ.get("FABRICLAB_STATE_DIR")
+        os.environ["FABRICLAB_STATE_DIR"] = self.env["FABRICLAB_STATE_DIR"]
+        try:
+            return runtime.Instance.load(self.name)
+        finally:
+            if old is None:
+                del os.environ["FABRICLAB_STATE_DIR"]
+            else:
+                os.environ["FABRICLAB_STATE_DIR"] = old
+
+    def tool_env(self, node: str) -> dict[str, str]:
+        inst = self.instance()
+        env = runtime.tool_env(inst, runtime.sim_host(self.cluster, node), base=self.env)
+        return env
+
+    def run(self, node: str, *argv: str, timeout: float = 120, check: bool = True,
+            extra_env: dict | None = None) -> subprocess.CompletedProcess:
+        """Run a real tool attached at ``node`` (HOST, HOST:HCA, a CA or switch)."""
+        env = self.tool_env(node)
+        env.update(extra_env or {})
+        r = subprocess.run(list(argv), env=env, cwd=self.workdir, capture_output=True,
+                           text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} at {node} exited {r.returncode}:\n"
+                                 f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        return r
+
+    def fabriclab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], env=self.env,
+                              cwd=self.workdir, capture_output=True, text=True, timeout=timeout)
+
+    def opensm_log(self) -> str:
+        p = Path(self.env["FABRICLAB_STATE_DIR"]) / f"{self.name}.opensm" / "opensm.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+
+@contextmanager
+def fabric_up(spec: str, workdir: Path, *, sm: bool = False, sm_at: str | None = None,
+              listen: str | None = None, extra: list[str] | None = None):
+    """``fabriclab up SPEC --detach`` (with the real OpenSM when ``sm``); stopped after."""
+    name = f"fltest{os.getpid()}x{next(_counter)}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
+    env["FABRICLAB_STATE_DIR"] = str(workdir / "state")
+    env.pop("LD_PRELOAD", None)
+    cluster = build(load_spec(spec))
+    f = Fabric(name, spec, cluster, workdir, env)
+    args = ["up", spec, "--name", name, "--detach", *(extra or [])]
+    if sm:
+        args.append("--sm")
+    if sm_at:
+        args += ["--sm-at", sm_at]
+    if listen:
+        args += ["--listen", listen]
+    r = f.fabriclab(*args)
+    if r.returncode != 0:
+        raise AssertionError(f"fabriclab up failed ({r.returncode}):\n{r.stderr}")
+    try:
+        yield f
+    finally:
+        r = f.fabriclab("down", "--name", name, timeout=60)
+        if r.returncode != 0 and "is not running" not in r.stderr:
+            raise AssertionError(f"fabriclab down failed: {r.stderr}")
