@@ -111,3 +111,56 @@ def dr_in(src: SimPort, rpath: bytes, hop_count: int) -> SimPort | None:
             return None
         port = nxt
     return port
+
+
+class Router:
+    """The routing functions with a memory: a route found once is reused until the
+    fabric changes under it.  Directed routes depend only on which links are up; LID
+    routes also on the forwarding tables and LIDs, so every SMA Set forgets them.
+    (An SM configuring the fabric sweeps the same paths again and again: a cached route
+    costs a dictionary lookup instead of a walk.)"""
+
+    LIMIT = 1 << 18  # routes kept before the memory starts over
+
+    def __init__(self) -> None:
+        self._dr: dict = {}
+        self._lid: dict = {}
+
+    def forget(self, links: bool = True) -> None:
+        """Forget LID routes, and directed routes too when ``links`` changed."""
+        self._lid.clear()
+        if links:
+            self._dr.clear()
+
+    def dr_out(self, src: SimPort, path, hop_count: int):
+        """``dr_out`` remembered; returns (dest or None, return path, hops)."""
+        key = (src, bytes(path[1:hop_count + 1]))
+        r = self._dr.get(key)
+        if r is not None:
+            for egress, ingress in r[2]:
+                egress.mad_out += 1
+                ingress.mad_in += 1
+            return r
+        dest, rpath, hops = dr_out(src, path, hop_count)
+        if dest is None:  # not remembered: a lost MAD counts its discard every time
+            return None, rpath, hops
+        if len(self._dr) >= self.LIMIT:
+            self._dr.clear()
+        r = self._dr[key] = (dest, bytes(rpath), tuple(hops))
+        return r
+
+    def lid_route(self, src: SimPort, dlid: int, smp: bool):
+        """``lid_route`` remembered; returns (dest or None, hops)."""
+        key = (src, dlid, smp)
+        r = self._lid.get(key)
+        if r is not None:
+            for egress, ingress in r[1]:
+                egress.mad_out += 1
+                ingress.mad_in += 1
+            return r
+        r = lid_route(src, dlid, smp)
+        if r[0] is not None:
+            if len(self._lid) >= self.LIMIT:
+                self._lid.clear()
+            self._lid[key] = (r[0], tuple(r[1]))
+        return r

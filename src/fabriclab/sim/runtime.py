@@ -270,6 +270,7 @@ def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> sub
                                   "installs it)")])
     env = tool_env(inst, sim_host(cluster, where))
     cache = log_dir / f"{inst.name}.opensm"
+    shutil.rmtree(cache, ignore_errors=True)  # a fresh SM: no LIDs cached from another fabric
     cache.mkdir(parents=True, exist_ok=True)
     env["OSM_CACHE_DIR"] = env["OSM_TMP_DIR"] = str(cache)
     # OpenSM buffers its log; "SUBNET UP" would sit in the buffer until it exits

@@ -89,7 +89,8 @@ def port_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Re
     return status, PORT_INFO.splice(target.port_info(), "LocalPort", port.num)
 
 
-_PORT_STATE_SET = (PortState.NOP, PortState.DOWN, PortState.ARMED, PortState.ACTIVE)
+_PORT_STATE_SET = frozenset((int(PortState.NOP), int(PortState.DOWN), int(PortState.ARMED),
+                             int(PortState.ACTIVE)))
 
 
 _SETTABLE = ("Mkey", "GidPrefix", "Lid", "SMLid", "MkeyLeasePeriod", "LinkWidthEnabled",
@@ -100,62 +101,61 @@ _SETTABLE = ("Mkey", "GidPrefix", "Lid", "SMLid", "MkeyLeasePeriod", "LinkWidthE
 _read_settable = PORT_INFO.getter(*_SETTABLE)
 
 
+_DOWN, _INIT, _ARMED, _ACTIVE = (int(PortState.DOWN), int(PortState.INIT),
+                                  int(PortState.ARMED), int(PortState.ACTIVE))
+_POLLING, _DISABLED = int(PhysState.POLLING), int(PhysState.DISABLED)
+
+
 def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
     """Apply a PortInfo Set to ``p``; all of it, or (invalid field) none of it."""
     caps = p.node.caps
-    v = dict(zip(_SETTABLE, _read_settable(data)))
-    state, phys = v["LinkState"], v["PhysLinkState"]
-    endport = p.is_endport
+    (mkey, gid_prefix, lid, smlid, mkey_lease, width, state, phys, link_down_def, protect, lmc,
+     speed, mtu, smsl, vl_high_limit, vl_stall, hoq_life, op_vls, client_rereg, mcast_trap,
+     subnet_timeout, ext2, ext) = _read_settable(data)
     # --- validate
-    if state not in _PORT_STATE_SET or phys not in (0, PhysState.POLLING, PhysState.DISABLED):
+    if state not in _PORT_STATE_SET or phys not in (0, _POLLING, _DISABLED):
         return STATUS_INVALID_FIELD
-    if p.num != 0 and state in (PortState.ARMED, PortState.ACTIVE):
-        need = PortState.INIT if state == PortState.ARMED else PortState.ARMED
+    if p.num != 0 and (state == _ARMED or state == _ACTIVE):
+        need = _INIT if state == _ARMED else _ARMED
         peer = p.peer
         if not p.up or p.state not in (need, state) or peer is None or peer.state < need:
             return STATUS_INVALID_FIELD
-    if v["NeighborMTU"] and v["NeighborMTU"] > caps.mtu_cap:
+    if mtu > caps.mtu_cap or op_vls > caps.vl_cap:
         return STATUS_INVALID_FIELD
-    if v["OperVLs"] and v["OperVLs"] > caps.vl_cap:
-        return STATUS_INVALID_FIELD
-    # --- apply
-    if endport:
-        p.mkey, p.gid_prefix, p.lid, p.smlid = v["Mkey"], v["GidPrefix"], v["Lid"], v["SMLid"]
-        p.mkey_lease, p.mkey_protect, p.lmc = v["MkeyLeasePeriod"], v["ProtectBits"], v["LMC"]
-        p.smsl, p.subnet_timeout = v["SMSL"], v["SubnetTimeout"]
-        p.client_rereg = v["ClientReregister"]
-        p.mcast_pkey_trap = v["McastPkeyTrapSuppressionEnabled"]
-    if v["LinkWidthEnabled"]:
-        w = v["LinkWidthEnabled"]
-        p.width_enabled = p.width_supported if w == 0xFF else w & p.width_supported
-    if v["LinkSpeedEnabled"]:
-        s = v["LinkSpeedEnabled"]
-        p.speed_enabled = 0x7 if s == 0xF else s
-    if v["LinkSpeedExtEnabled"]:
-        e = v["LinkSpeedExtEnabled"]
-        p.speed_ext_enabled = p.speed_ext_supported if e == 31 else e
-    if v["LinkSpeedExtEnabled2"]:
-        e2 = v["LinkSpeedExtEnabled2"]
-        p.speed_ext2_enabled = p.speed_ext2_supported if e2 == 7 else e2
-    if v["LinkDownDefState"]:
-        p.link_down_def = v["LinkDownDefState"]
-    if v["NeighborMTU"]:
-        p.neighbor_mtu = v["NeighborMTU"]
-    if v["OperVLs"]:
-        p.op_vls = v["OperVLs"]
-    p.vl_high_limit, p.hoq_life, p.vl_stall = v["VLHighLimit"], v["HoqLife"], v["VLStallCount"]
-    p.changed()
+    # --- apply (0 in an "enabled" field means "no change")
+    if p.is_endport:
+        p.mkey, p.gid_prefix, p.lid, p.smlid = mkey, gid_prefix, lid, smlid
+        p.mkey_lease, p.mkey_protect, p.lmc = mkey_lease, protect, lmc
+        p.smsl, p.subnet_timeout = smsl, subnet_timeout
+        p.client_rereg, p.mcast_pkey_trap = client_rereg, mcast_trap
+    if width:
+        p.width_enabled = p.width_supported if width == 0xFF else width & p.width_supported
+    if speed:
+        p.speed_enabled = 0x7 if speed == 0xF else speed
+    if ext:
+        p.speed_ext_enabled = p.speed_ext_supported if ext == 31 else ext
+    if ext2:
+        p.speed_ext2_enabled = p.speed_ext2_supported if ext2 == 7 else ext2
+    if link_down_def:
+        p.link_down_def = link_down_def
+    if mtu:
+        p.neighbor_mtu = mtu
+    if op_vls:
+        p.op_vls = op_vls
+    p.vl_high_limit, p.hoq_life, p.vl_stall = vl_high_limit, hoq_life, vl_stall
+    p.pi = None
     if p.num != 0:
-        if phys == PhysState.DISABLED:
-            if sma.events:
-                sma.events.disable_port(p)
-        elif phys == PhysState.POLLING and p.phys == PhysState.DISABLED:
-            if sma.events:
-                sma.events.enable_port(p)
-        elif state == PortState.DOWN:
-            if sma.events:
-                sma.events.retrain_port(p)
-        elif state in (PortState.ARMED, PortState.ACTIVE) and p.state != state:
+        events = sma.events
+        if phys == _DISABLED:
+            if events:
+                events.disable_port(p)
+        elif phys == _POLLING and p.phys == _DISABLED:
+            if events:
+                events.enable_port(p)
+        elif state == _DOWN:
+            if events:
+                events.retrain_port(p)
+        elif (state == _ARMED or state == _ACTIVE) and p.state != state:
             p.state = state
     return STATUS_OK
 

@@ -1,0 +1,206 @@
+"""The fabric server against the Debian ibsim, on the same fabric, in one run.
+
+A two-tier fabric of 2,048 HCAs and 96 switches (512 trays x 4 HCAs; 64 leaves, 32
+spines; Quantum-2 radix) is served by ``ibsim`` (from fabriclab's net file) and by
+``fabriclab up``.  For each, on a freshly started server:
+
+- the real OpenSM (``opensm -o``: configure once, exit) from start to SUBNET UP;
+- then the real ``ibnetdiscover``, a full discovery, several times.
+
+Rounds alternate between the two servers; figures are medians.  The ratio is
+fabriclab / ibsim: below 1.0 means fabriclab is faster.
+
+``--scale`` also brings up gb200-su scaled to larger fabrics with OpenSM, and reports
+the largest that reaches SUBNET UP within 5 minutes (it takes a long time).
+
+    python bench/server.py [--rounds 3] [--scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from fabriclab.formats import ibsim_net
+from fabriclab.model.build import build
+from fabriclab.model.cluster import find_port
+from fabriclab.sim import runtime
+from fabriclab.spec.load import load_spec
+
+BENCH_SPEC = {
+    "name": "bench-2k",
+    "trays": [{"hosts": "node[0001-0512]", "gpus": 4, "hcas": 4}],
+    "fabric": {"fat_tree": {"tiers": 2, "switch": "quantum-2", "rail_optimized": False,
+                            "hosts_per_leaf": 8, "leaf_uplinks": 32, "spines": 32}},
+}
+
+
+def _tool_env(name: str, host: str, work: Path) -> dict:
+    env = dict(os.environ)
+    env.update(LD_PRELOAD=runtime.umad2sim_path(), SIM_HOST=host, IBSIM_SOCKNAME=name,
+               OSM_CACHE_DIR=str(work), OSM_TMP_DIR=str(work))
+    env.pop("IBSIM_SERVER_NAME", None)
+    return env
+
+
+def _timed(argv: list[str], env: dict, cwd: Path, timeout: float = 600) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
+    return dt
+
+
+def _opensm(name: str, host: str, work: Path, timeout: float = 600) -> float:
+    sm = work / f"sm-{name}"
+    shutil.rmtree(sm, ignore_errors=True)
+    sm.mkdir(parents=True)
+    dt = _timed(["opensm", "-o", "-e", "-f", str(sm / "opensm.log")], _tool_env(name, host, sm),
+                sm, timeout)
+    if "SUBNET UP" not in (sm / "opensm.log").read_text(errors="replace"):
+        raise SystemExit(f"OpenSM did not report SUBNET UP on {name}")
+    return dt
+
+
+def _wait_socket(name: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not runtime.control_socket_up(name, None):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"server {name} did not start")
+        time.sleep(0.02)
+
+
+class Ibsim:
+    label = "ibsim"
+
+    def __init__(self, net: Path, limits: list[str], work: Path):
+        self.net, self.limits, self.work = net, limits, work
+
+    def start(self, name: str) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(["ibsim", "-s", "-n", *self.limits, str(self.net)],
+                                     env={**os.environ, "IBSIM_SOCKNAME": name},
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        _wait_socket(name, self.proc)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Fabriclab:
+    label = "fabriclab"
+
+    def __init__(self, spec: Path, work: Path):
+        self.spec, self.work = spec, work
+
+    def start(self, name: str) -> None:
+        self.name = name
+        self.proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", str(self.spec),
+                                      "--name", name],
+                                     env={**os.environ, "FABRICLAB_STATE_DIR": str(self.work)},
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        _wait_socket(name, self.proc)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def compare(rounds: int, discoveries: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="fl-bench-"))
+    spec_file = work / "bench-2k.yaml"
+    spec_file.write_text(yaml.safe_dump(BENCH_SPEC))
+    cluster = build(load_spec(str(spec_file)))
+    fabric = cluster.fabric
+    net = work / "bench-2k.net"
+    net.write_text(ibsim_net.render(fabric))
+    start, _ = find_port(cluster, None)
+    host = start.node.desc
+    print(f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
+          f"{len(fabric.switches())} switches, {fabric.link_count()} links")
+    servers = [Ibsim(net, ibsim_net.limits(fabric).args(), work), Fabriclab(spec_file, work)]
+    sm: dict[str, list[float]] = {s.label: [] for s in servers}
+    disc: dict[str, list[float]] = {s.label: [] for s in servers}
+    for r in range(rounds):
+        for s in servers:
+            name = f"flbench{os.getpid()}{s.label}{r}"
+            s.start(name)
+            try:
+                sm[s.label].append(_opensm(name, host, work))
+                for _ in range(discoveries):
+                    disc[s.label].append(_timed(["ibnetdiscover"], _tool_env(name, host, work), work))
+            finally:
+                s.stop()
+    for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
+        a, b = statistics.median(data["ibsim"]), statistics.median(data["fabriclab"])
+        print(f"{what:28s} ibsim {a:6.2f} s   fabriclab {b:6.2f} s   ratio {b / a:4.2f} "
+              f"(goal <= 1.0)   [{len(data['ibsim'])} runs each, median]")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def scale(limit_s: float = 300.0) -> None:
+    """OpenSM to SUBNET UP on gb200-su scaled up, until it takes longer than the limit."""
+    work = Path(tempfile.mkdtemp(prefix="fl-scale-"))
+    best = None
+    for trays in (1024, 2048, 4096, 8192):
+        c = build(load_spec("gb200-su", trays=trays))
+        hcas = sum(len(t.hcas) for t in c.trays)
+        name = f"flscale{os.getpid()}x{trays}"
+        server = Fabriclab(Path("gb200-su"), work)
+        server.spec = "gb200-su"
+        server.proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", "gb200-su",
+                                        "--trays", str(trays), "--name", name],
+                                       env={**os.environ, "FABRICLAB_STATE_DIR": str(work)},
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+        try:
+            _wait_socket(name, server.proc, timeout=600)
+            start, _ = find_port(c, None)
+            try:
+                dt = _opensm(name, start.node.desc, work, timeout=limit_s)
+            except subprocess.TimeoutExpired:
+                print(f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
+                      f"no SUBNET UP within {limit_s:.0f} s")
+                break
+            print(f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
+                  f"SUBNET UP in {dt:6.1f} s")
+            best = hcas
+            if dt > limit_s:
+                break
+        finally:
+            server.stop()
+    print(f"largest fabric up within {limit_s / 60:.0f} minutes: {best} HCAs (goal: 32768)")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--discoveries", type=int, default=3)
+    ap.add_argument("--scale", action="store_true", help="also find the largest fabric OpenSM "
+                    "brings up within 5 minutes (slow)")
+    a = ap.parse_args()
+    for tool in ("ibsim", "opensm", "ibnetdiscover"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} not found: run scripts/install-system-deps.sh")
+    compare(a.rounds, a.discoveries)
+    if a.scale:
+        scale()
+
+
+if __name__ == "__main__":
+    main()
