@@ -134,6 +134,25 @@ def test_perfquery_counts_and_resets(up):
     assert re.search(r"SymbolErrorCounter:\.+0$", after, re.M)
 
 
+def test_xdr_as_rdma_core_v44_sees_it(real_tools, tmp_path):
+    """An XDR fabric: the PortInfo carries XDR in LinkSpeedExtActive2 (IBA 1.7), which
+    Debian 12's rdma-core v44 predates.  Its ibnetdiscover, reading LinkSpeedExtActive
+    (0 on an XDR link) and falling back to LinkSpeedActive, prints 4xQDR where current
+    rdma-core (and fabriclab's renderer) prints 4xXDR: everything else is identical."""
+    spec = str(SPECS / "xdr-lab.yaml")
+    with fabric_up(spec, tmp_path, sm=True) as f:
+        real = f.run("xw1", "ibnetdiscover").stdout
+        pi = f.run("xw1", "smpquery", "-D", "portinfo", "0", "1").stdout
+    start, _ = find_port(f.cluster, "xw1")
+    ours = ibnetdiscover.render(f.cluster.fabric, start)
+    assert "4xXDR" in ours
+    assert _no_timestamp(real) == _no_timestamp(ours.replace("4xXDR", "4xQDR"))
+    assert "LinkSpeedExtActive:..............No Extended Speed" in pi
+    assert "CapabilityMask2:.................0x1c30" in pi  # ExtSpeeds2 and XDR supported
+    assert re.search(r"LinkSpeedExtSupported:\.+14\.0625 Gbps or 25\.78125 Gbps or "
+                     r"53\.125 Gbps or 106\.25 Gbps", pi)
+
+
 def test_perfquery_all_ports_of_a_switch(up):
     sw = up.cluster.fabric.switches()[0]
     out = up.run(up.origin, "perfquery", "-a", str(sw.lid)).stdout

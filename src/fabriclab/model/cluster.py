@@ -112,7 +112,6 @@ def find_port(cluster: "Cluster", text: str | None):
     """The CA port a tool runs from: ``HOST`` (its first HCA), ``HOST:HCA`` or
     ``HOST/HCA``, ``HOST:HCA:PORT``, a node description, a node id (``H-…``) or GUID.
     None means the first tray's first HCA, as in the seed lab.  Returns (port, problem)."""
-    from .fabric import Node  # noqa: F811 (cycle-free local import)
 
     fabric = cluster.fabric
     node: Node | None = None

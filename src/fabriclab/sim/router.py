@@ -34,13 +34,6 @@ def _cross(egress: SimPort, smp: bool, hops: Hops) -> SimPort | None:
     return ingress
 
 
-def count_back(hops: Hops) -> None:
-    """An answer retracing ``hops`` in reverse (the links are as they were a moment ago)."""
-    for egress, ingress in hops:
-        ingress.mad_out += 1
-        egress.mad_in += 1
-
-
 def lid_route(src: SimPort, dlid: int, smp: bool) -> tuple[SimPort | None, Hops]:
     """The end port a packet from ``src`` to ``dlid`` reaches (or None), and its hops."""
     hops: Hops = []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import gc
 import logging
-import os
 import select
 import signal
 import socket
@@ -53,7 +52,6 @@ from .mad.layouts import (
     DR_RETURN_PATH,
     DR_SMP_HEADER,
     GMP_DATA,
-    GMP_DATA_SIZE,
     MAD_HEADER,
     NOTICE,
     PORT_INFO,
@@ -61,7 +59,7 @@ from .mad.layouts import (
     SMP_DATA_SIZE,
 )
 from .pma import Pma
-from .router import Router, count_back, dr_in, lid_route
+from .router import Router, dr_in
 from .sma import Sma
 from .state import SimFabric, SimPort
 

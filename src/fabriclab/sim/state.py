@@ -125,7 +125,8 @@ class SimPort:
         self.width_supported = _WIDTH_1X_2X_4X if wide else _WIDTH_1X_4X
         self.width_enabled = self.width_supported
         self.speed_enabled = 0x7  # SDR, DDR, QDR
-        self.speed_ext_supported = _EXT_SUPPORTED.get(native.ext, 0xF if native.ext2 else 0)
+        # an XDR device also speaks every extended speed up to NDR
+        self.speed_ext_supported = 0xF if native.ext2 else _EXT_SUPPORTED.get(native.ext, 0)
         self.speed_ext_enabled = self.speed_ext_supported
         self.speed_ext2_supported = 1 if native.ext2 else 0
         self.speed_ext2_enabled = self.speed_ext2_supported
