@@ -81,43 +81,52 @@ def _wait_socket(name: str, proc: subprocess.Popen, timeout: float = 120) -> Non
         time.sleep(0.02)
 
 
-class Ibsim:
+class Server:
+    """A fabric server the bench starts and stops: ``argv`` serves under ``name``."""
+
+    label = ""
+
+    def argv(self, name: str) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, name: str) -> dict:
+        return dict(os.environ)
+
+    def start(self, name: str, timeout: float = 120) -> None:
+        self.proc = subprocess.Popen(self.argv(name), env=self.env(name), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_socket(name, self.proc, timeout)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Ibsim(Server):
     label = "ibsim"
 
-    def __init__(self, net: Path, limits: list[str], work: Path):
-        self.net, self.limits, self.work = net, limits, work
+    def __init__(self, net: Path, limits: list[str]):
+        self.net, self.limits = net, limits
 
-    def start(self, name: str) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(["ibsim", "-s", "-n", *self.limits, str(self.net)],
-                                     env={**os.environ, "IBSIM_SOCKNAME": name},
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        _wait_socket(name, self.proc)
+    def argv(self, name: str) -> list[str]:
+        return ["ibsim", "-s", "-n", *self.limits, str(self.net)]
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+    def env(self, name: str) -> dict:
+        return {**os.environ, "IBSIM_SOCKNAME": name}
 
 
-class Fabriclab:
+class Fabriclab(Server):
     label = "fabriclab"
 
-    def __init__(self, spec: Path, work: Path):
-        self.spec, self.work = spec, work
+    def __init__(self, spec: str, work: Path, trays: int | None = None):
+        self.spec, self.work, self.trays = spec, work, trays
 
-    def start(self, name: str) -> None:
-        self.name = name
-        self.proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", str(self.spec),
-                                      "--name", name],
-                                     env={**os.environ, "FABRICLAB_STATE_DIR": str(self.work)},
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        _wait_socket(name, self.proc)
+    def argv(self, name: str) -> list[str]:
+        return [sys.executable, "-m", "fabriclab.cli", "up", self.spec, "--name", name,
+                *(["--trays", str(self.trays)] if self.trays else [])]
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+    def env(self, name: str) -> dict:
+        return {**os.environ, "FABRICLAB_STATE_DIR": str(self.work)}
 
 
 def compare(rounds: int, discoveries: int) -> None:
@@ -132,7 +141,7 @@ def compare(rounds: int, discoveries: int) -> None:
     host = start.node.desc
     print(f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
           f"{len(fabric.switches())} switches, {fabric.link_count()} links")
-    servers = [Ibsim(net, ibsim_net.limits(fabric).args(), work), Fabriclab(spec_file, work)]
+    servers = [Ibsim(net, ibsim_net.limits(fabric).args()), Fabriclab(str(spec_file), work)]
     sm: dict[str, list[float]] = {s.label: [] for s in servers}
     disc: dict[str, list[float]] = {s.label: [] for s in servers}
     for r in range(rounds):
@@ -160,15 +169,9 @@ def scale(limit_s: float = 300.0) -> None:
         c = build(load_spec("gb200-su", trays=trays))
         hcas = sum(len(t.hcas) for t in c.trays)
         name = f"flscale{os.getpid()}x{trays}"
-        server = Fabriclab(Path("gb200-su"), work)
-        server.spec = "gb200-su"
-        server.proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", "gb200-su",
-                                        "--trays", str(trays), "--name", name],
-                                       env={**os.environ, "FABRICLAB_STATE_DIR": str(work)},
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+        server = Fabriclab("gb200-su", work, trays)
+        server.start(name, timeout=600)
         try:
-            _wait_socket(name, server.proc, timeout=600)
             start, _ = find_port(c, None)
             try:
                 dt = _opensm(name, start.node.desc, work, timeout=limit_s)

@@ -70,32 +70,28 @@ class Pma:
         return None
 
     def port_counters(self, port: SimPort, method: int, mod: int, data: bytes):
-        req = PORT_COUNTERS.unpack(data)
-        ports = self._ports(port, req["PortSelect"])
-        if ports is None:
-            return STATUS_INVALID_FIELD, _pad(data[:PORT_COUNTERS.size])
-        if method == Method.SET:
-            for p in ports:
-                p.flush().reset(req["CounterSelect"], req["CounterSelect2"])
-        values = summed([p.flush() for p in ports], extended=False)
-        values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
-                      CounterSelect2=req["CounterSelect2"])
-        return STATUS_OK, _pad(PORT_COUNTERS.pack(values))
+        return self._counters(port, method, data, extended=False)
 
     def port_counters_ext(self, port: SimPort, method: int, mod: int, data: bytes):
-        req = PORT_COUNTERS_EXT.unpack(data)
+        return self._counters(port, method, data, extended=True)
+
+    def _counters(self, port: SimPort, method: int, data: bytes, extended: bool):
+        """PortCounters or PortCountersExtended: the same counters, two views."""
+        layout = PORT_COUNTERS_EXT if extended else PORT_COUNTERS
+        req = layout.unpack(data)
         ports = self._ports(port, req["PortSelect"])
         if ports is None:
-            return STATUS_INVALID_FIELD, _pad(data[:PORT_COUNTERS_EXT.size])
+            return STATUS_INVALID_FIELD, _pad(data[:layout.size])
         if method == Method.SET:
             for p in ports:
-                p.flush().reset_ext(req["CounterSelect"], req["CounterSelect2"])
-        values = summed([p.flush() for p in ports], extended=True)
-        if not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
+                c = p.flush()
+                (c.reset_ext if extended else c.reset)(req["CounterSelect"], req["CounterSelect2"])
+        values = summed([p.flush() for p in ports], extended=extended)
+        if extended and not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
             values = {k: v for k, v in values.items() if k in _BASIC_EXT}
         values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
                       CounterSelect2=req["CounterSelect2"])
-        return STATUS_OK, _pad(PORT_COUNTERS_EXT.pack(values))
+        return STATUS_OK, _pad(layout.pack(values))
 
     def _details(self, port: SimPort, method: int, data: bytes, layout, names):
         req = layout.unpack(data)
