@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -293,6 +294,8 @@ def test_exec_shims_and_errors(real_tools, tmp_path):
             assert r.returncode == 2, (args, r.stderr)
             assert msg in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
             assert all(line.startswith("error: ") for line in r.stderr.strip().splitlines())
+        st = f.fabriclab("status")
+        assert st.returncode == 0 and f.name in st.stdout and "lab" in st.stdout
         # shims: a bin directory that makes a shell on this machine look like the tray
         bindir = tmp_path / "bin"
         r = f.fabriclab("shims", "--name", f.name, "sched-worker2", str(bindir))
@@ -309,3 +312,28 @@ def test_exec_shims_and_errors(real_tools, tmp_path):
                              text=True, timeout=60)
         assert smi.stdout.splitlines() == ["7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91, 1"] * 4
         assert (bindir / "perfquery").exists() and os.access(bindir / "perfquery", os.X_OK)
+
+
+def test_foreground_up_stops_cleanly_on_sigint(real_tools, tmp_path):
+    """'fabriclab up' in the foreground: Ctrl-C (SIGINT) stops it, says what it served,
+    and leaves no record behind; its OpenSM goes with it."""
+    env = {**os.environ, "FABRICLAB_STATE_DIR": str(tmp_path / "state")}
+    name = f"flfg{os.getpid()}"
+    proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", "lab", "--name", name,
+                             "--sm"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    record = tmp_path / "state" / f"{name}.json"
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "state" / f"{name}.opensm" / "opensm.log").exists() or \
+            "SUBNET UP" not in (tmp_path / "state" / f"{name}.opensm" / "opensm.log").read_text():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    assert record.exists()
+    sm_pid = __import__("json").loads(record.read_text())["sm_pid"]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"fabric {name!r} down:" in err and "MADs" in err
+    assert not record.exists()
+    assert not os.path.exists(f"/proc/{sm_pid}") or \
+        open(f"/proc/{sm_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"

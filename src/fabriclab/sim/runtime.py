@@ -279,7 +279,18 @@ def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> sub
     argv = [opensm, "-F", str(conf), "-f", str(cache / "opensm.log"), "-e"]
     with open(cache / "opensm.stdout", "ab") as out:
         return subprocess.Popen(argv, env=env, cwd=cache, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=out, start_new_session=True)
+                                stdout=out, stderr=out, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it if the server dies, however it dies."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def subnet_up(inst: Instance) -> bool:
