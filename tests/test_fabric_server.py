@@ -127,6 +127,11 @@ def test_perfquery_counts_and_resets(up):
     assert re.search(r"CapMask: 0x5A00", base)
     xmit = int(re.search(r"PortXmitPkts:\.+(\d+)", base).group(1))
     assert xmit > 0  # MADs cross the port too
+    # a healthy fabric, just configured by the SM: no error counted anywhere
+    plain = up.run(up.origin, "perfquery").stdout
+    for name in ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
+                 "PortRcvErrors", "PortXmitDiscards", "PortRcvSwitchRelayErrors"):
+        assert re.search(rf"^{name}:\.+0$", plain, re.M), name
     up.run(up.origin, "perfquery", "-R")
     after = up.run(up.origin, "perfquery").stdout
     # only the MADs of this query crossed the port since the reset

@@ -1,6 +1,6 @@
 """The fabric server: the ibsim protocol's server side, answering from fabriclab's model.
 
-One thread, one selector loop, requests handled in arrival order (libibnetdisc's
+One thread, one epoll loop, requests handled in arrival order (libibnetdisc's
 discovery order depends on answers coming back in the order they were asked).  A MAD
 from a client is routed through the fabric from the port the client is attached at:
 
@@ -13,7 +13,8 @@ from a client is routed through the fabric from the port the client is attached 
   cannot be routed, comes back to the sender as a timeout (status 110).
 
 Malformed datagrams are dropped and logged; a client that vanished is disconnected the
-first time a datagram to it fails, and by a periodic sweep of local clients' pids.
+first time a datagram to it fails, and by a periodic sweep for local clients whose
+socket is gone.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class Stats:
 
 class FabricServer:
     """Serve ``fabric`` under ``name`` (abstract sockets), or on UDP ``listen`` =
-    (host, port) in remote mode.  ``attach`` resolves a client's SIM_HOST to a port."""
+    (host, port) in remote mode.  ``resolve`` maps a client's SIM_HOST to a model port
+    (returning (port, problem)); ``default_port`` is where a client without one goes."""
 
     def __init__(self, fabric: Fabric, name: str = wire.DEFAULT_NAME, *,
                  listen: tuple[str, int] | None = None, resolve=None, default_port=None):
@@ -641,10 +643,10 @@ class FabricServer:
         self._link_changed(changed)
 
     def retrain_port(self, p: SimPort) -> None:
-        """PortState Down: the link retrains; both ends come back in INIT."""
+        """PortState Down (an SM resetting a port): the link retrains and both ends come
+        back in INIT.  Nothing failed, so no error counter moves."""
         if not p.up:
             return
         for q in (p, p.peer):
             q.state = PortState.INIT  # type: ignore[union-attr]
-            q.counters.add("LinkErrorRecoveryCounter")  # type: ignore[union-attr]
         self._link_changed([p, p.peer])  # type: ignore[list-item]
