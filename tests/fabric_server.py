@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster
@@ -32,15 +33,8 @@ class Fabric:
     env: dict[str, str]  # FABRICLAB_STATE_DIR etc., for fabriclab commands
 
     def instance(self) -> runtime.Instance:
-        old = os.environ.get("FABRICLAB_STATE_DIR")
-        os.environ["FABRICLAB_STATE_DIR"] = self.env["FABRICLAB_STATE_DIR"]
-        try:
+        with mock.patch.dict(os.environ, FABRICLAB_STATE_DIR=self.env["FABRICLAB_STATE_DIR"]):
             return runtime.Instance.load(self.name)
-        finally:
-            if old is None:
-                del os.environ["FABRICLAB_STATE_DIR"]
-            else:
-                os.environ["FABRICLAB_STATE_DIR"] = old
 
     def tool_env(self, node: str) -> dict[str, str]:
         inst = self.instance()

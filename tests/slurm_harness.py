@@ -425,11 +425,6 @@ class SlurmCluster:
         """``scontrol show topology``, parsed (see ``parse_topology``)."""
         return parse_topology(self.show_topology())
 
-    def node_states(self) -> dict[str, str]:
-        """Node -> sinfo's short state (``idle``, ``alloc``, ``down*`` ...)."""
-        r = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=True)
-        return dict(line.split(None, 1) for line in r.stdout.splitlines() if line.strip())
-
     def submit(self, nodes: int, *, switches: int | None = None,
                switch_wait: str | None = None, exclusive: bool = True, sleep_s: int = 30,
                extra: Sequence[str] = ()) -> str:
@@ -522,32 +517,6 @@ class SlurmCluster:
     def pids(self) -> dict[str, int]:
         """Daemon name (``slurmctld``, ``slurmd-<node>``, ``munged``) -> pid."""
         return dict(self._sup.pids) if self._sup else {}
-
-    def listen_addresses(self) -> dict[int, str]:
-        """Port -> bound address of every listening TCP socket of this cluster's daemons."""
-        inodes: set[str] = set()
-        for pid in self.pids().values():
-            with contextlib.suppress(OSError):
-                for fd in os.listdir(f"/proc/{pid}/fd"):
-                    with contextlib.suppress(OSError):
-                        target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                        if target.startswith("socket:["):
-                            inodes.add(target[8:-1])
-        out: dict[int, str] = {}
-        for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with contextlib.suppress(OSError):
-                for line in Path(path).read_text().splitlines()[1:]:
-                    f = line.split()
-                    if len(f) > 9 and f[3] == "0A" and f[9] in inodes:
-                        addr_hex, port_hex = f[1].split(":")
-                        raw = bytes.fromhex(addr_hex)
-                        if len(raw) == 4:
-                            addr = socket.inet_ntoa(raw[::-1])
-                        else:
-                            words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-                            addr = socket.inet_ntop(socket.AF_INET6, words)
-                        out[int(port_hex, 16)] = addr
-        return out
 
     def log_tail(self, lines: int = 20, max_nodes: int = 3) -> str:
         """The end of slurmctld's log and of a few slurmd logs, for error messages."""

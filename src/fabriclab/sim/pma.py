@@ -78,14 +78,10 @@ class Pma:
     def _counters(self, port: SimPort, method: int, data: bytes, extended: bool):
         """PortCounters or PortCountersExtended: the same counters, two views."""
         layout = PORT_COUNTERS_EXT if extended else PORT_COUNTERS
-        req = layout.unpack(data)
-        ports = self._ports(port, req["PortSelect"])
+        req, ports = self._select(port, method, data, layout, lambda c, r: (
+            c.reset_ext if extended else c.reset)(r["CounterSelect"], r["CounterSelect2"]))
         if ports is None:
             return STATUS_INVALID_FIELD, _pad(data[:layout.size])
-        if method == Method.SET:
-            for p in ports:
-                c = p.flush()
-                (c.reset_ext if extended else c.reset)(req["CounterSelect"], req["CounterSelect2"])
         values = summed([p.flush() for p in ports], extended=extended)
         if extended and not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
             values = {k: v for k, v in values.items() if k in _BASIC_EXT}
@@ -93,14 +89,21 @@ class Pma:
                       CounterSelect2=req["CounterSelect2"])
         return STATUS_OK, _pad(layout.pack(values))
 
-    def _details(self, port: SimPort, method: int, data: bytes, layout, names):
+    def _select(self, port: SimPort, method: int, data: bytes, layout, reset):
+        """The request, and the ports its PortSelect names (None: it names none), with
+        ``reset(counters, request)`` applied to each on a Set."""
         req = layout.unpack(data)
         ports = self._ports(port, req["PortSelect"])
+        if ports is not None and method == Method.SET:
+            for p in ports:
+                reset(p.flush(), req)
+        return req, ports
+
+    def _details(self, port: SimPort, method: int, data: bytes, layout, names):
+        req, ports = self._select(port, method, data, layout,
+                                  lambda c, r: c.reset_details(names, r["CounterSelect"]))
         if ports is None:
             return STATUS_INVALID_FIELD, _pad(data[:layout.size])
-        if method == Method.SET:
-            for p in ports:
-                p.flush().reset_details(names, req["CounterSelect"])
         values = dict.fromkeys(names, 0)
         for p in ports:
             view = p.flush().details_view()

@@ -34,6 +34,20 @@ def _cross(egress: SimPort, smp: bool, hops: Hops) -> SimPort | None:
     return ingress
 
 
+def recount(hops: Hops) -> None:
+    """A packet taking a route already walked (and remembered): count it on the way."""
+    for egress, ingress in hops:
+        egress.mad_out += 1
+        ingress.mad_in += 1
+
+
+def retrace(hops: Hops) -> None:
+    """An answer going back along ``hops`` (the links are as they were a moment ago)."""
+    for egress, ingress in hops:
+        ingress.mad_out += 1
+        egress.mad_in += 1
+
+
 def lid_route(src: SimPort, dlid: int, smp: bool) -> tuple[SimPort | None, Hops]:
     """The end port a packet from ``src`` to ``dlid`` reaches (or None), and its hops."""
     hops: Hops = []
@@ -130,9 +144,7 @@ class Router:
         key = (src, bytes(path[1:hop_count + 1]))
         r = self._dr.get(key)
         if r is not None:
-            for egress, ingress in r[2]:
-                egress.mad_out += 1
-                ingress.mad_in += 1
+            recount(r[2])
             return r
         dest, rpath, hops = dr_out(src, path, hop_count)
         if dest is None:  # not remembered: a lost MAD counts its discard every time
@@ -147,9 +159,7 @@ class Router:
         key = (src, dlid, smp)
         r = self._lid.get(key)
         if r is not None:
-            for egress, ingress in r[1]:
-                egress.mad_out += 1
-                ingress.mad_in += 1
+            recount(r[1])
             return r
         r = lid_route(src, dlid, smp)
         if r[0] is not None:

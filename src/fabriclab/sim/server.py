@@ -60,7 +60,7 @@ from .mad.layouts import (
     SMP_DATA_SIZE,
 )
 from .pma import Pma
-from .router import Router, dr_in
+from .router import Router, dr_in, retrace
 from .sma import Sma
 from .state import SimFabric, SimPort
 
@@ -90,6 +90,15 @@ _SMP_END = _SMP_DATA + SMP_DATA_SIZE
 _GET_RESPONSE = int(Method.GET_RESPONSE)
 _IPATH, _RPATH = _MAD + DR_INITIAL_PATH, _MAD + DR_RETURN_PATH
 _SWEEP_INTERVAL = 2.0
+
+
+def _turn_around(pkt: bytearray, mclass: int, status: int, dlid, slid, dqp, sqp) -> None:
+    """Make the request in ``pkt`` its own GetResp: method, status (a directed route's
+    with the D bit), and the addresses swapped."""
+    pkt[_MAD + 3] = _GET_RESPONSE
+    _STATUS16.pack_into(pkt, _MAD + 4, 0x8000 | status if mclass == _SMI_DR else status)
+    _ADDR.pack_into(pkt, 0, slid, dlid, sqp, dqp)
+    _STATUS.pack_into(pkt, 16, 0)
 
 
 @dataclass
@@ -160,10 +169,10 @@ class FabricServer:
         s.setblocking(False)
         return s
 
-    def _addr(self, kind: str, port_offset: int = 0, host: str | None = None):
+    def _addr(self, kind: str, port_offset: int = 0):
         if self.remote:
             assert self.listen is not None
-            return (host if host is not None else self.listen[0], self.listen[1] + port_offset)
+            return (self.listen[0], self.listen[1] + port_offset)
         return wire.sockname(self.name, kind)
 
     def bind(self) -> None:
@@ -514,34 +523,18 @@ class FabricServer:
             status, data = STATUS_METHOD_ATTR_UNSUPPORTED, bytes(view[offset:end])
         # it must make its way back to the requester
         if back is not None:
-            for egress, ingress in back:  # a directed route retraces its steps
-                ingress.mad_out += 1
-                egress.mad_in += 1
+            retrace(back)  # a directed route's answer retraces its steps
         elif slid and dest is not src:
             arrived = self._lid_route(dest, slid, mclass == _SMI)[0]
             if arrived is None or arrived.node is not src.node:
                 return self._timeout(cl, pkt, view)
         pkt[offset:end] = data  # handlers answer with exactly the attribute's bytes
-        # the request becomes its own GetResp: method, status (a directed route's with
-        # the D bit), the addresses swapped
-        pkt[_MAD + 3] = _GET_RESPONSE
-        _STATUS16.pack_into(pkt, _MAD + 4, 0x8000 | status if mclass == _SMI_DR else status)
-        _ADDR.pack_into(pkt, 0, slid, dlid, sqp, dqp)
-        _STATUS.pack_into(pkt, 16, 0)
+        _turn_around(pkt, mclass, status, dlid, slid, dqp, sqp)
         stats.answered += 1
         try:
             cl.sock.send(view[:_REQ])
         except OSError:
             self._send(cl, view[:_REQ])  # retried there, with the error handling
-
-    @staticmethod
-    def _turn_around(pkt: bytearray, mclass: int, status: int, dlid, slid, dqp, sqp) -> None:
-        """Make the request in ``pkt`` its own GetResp: method, status (a directed route's
-        with the D bit), and the addresses swapped."""
-        pkt[_MAD + 3] = Method.GET_RESPONSE
-        _STATUS16.pack_into(pkt, _MAD + 4, 0x8000 | status if mclass == _SMI_DR else status)
-        _ADDR.pack_into(pkt, 0, slid, dlid, sqp, dqp)
-        _STATUS.pack_into(pkt, 16, 0)
 
     def _deliver_response(self, cl: Client, dest: SimPort | None, tid: int, view) -> None:
         """A client answers another client's request (the SM answering an SA query)."""
@@ -569,7 +562,7 @@ class FabricServer:
             # nobody registered for it: the MAD layer answers "unsupported" (as the
             # kernel's does for a class no agent serves)
             dlid, slid, dqp_, sqp = _ADDR.unpack_from(pkt, 0)
-            self._turn_around(pkt, mclass, STATUS_METHOD_ATTR_UNSUPPORTED, dlid, slid, dqp_, sqp)
+            _turn_around(pkt, mclass, STATUS_METHOD_ATTR_UNSUPPORTED, dlid, slid, dqp_, sqp)
             self.stats.answered += 1
             self._send(cl, view[:_REQ])
             return

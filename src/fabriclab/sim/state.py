@@ -200,9 +200,6 @@ class SimPort:
             self.mad_out = self.mad_in = 0
         return c
 
-    def lid_range(self) -> range:
-        return range(self.lid, self.lid + (1 << self.lmc))
-
     def has_lid(self, lid: int) -> bool:
         return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
 
@@ -259,14 +256,6 @@ class SimNode:
         if 0 <= num < len(self.ports):
             return self.ports[num]
         return None
-
-    @property
-    def first_port(self) -> SimPort:
-        """Where a client attaches: switch port 0, else the first cabled CA port."""
-        if self.is_switch:
-            return self.ports[0]  # type: ignore[return-value]
-        ports = [p for p in self.ports if p is not None]
-        return next((p for p in ports if p.peer is not None), ports[0])
 
 
 class SimFabric:

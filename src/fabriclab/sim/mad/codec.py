@@ -43,9 +43,6 @@ class Layout:
     def __contains__(self, name: str) -> bool:
         return name in self._spec
 
-    def width(self, name: str) -> int:
-        return self._spec[name][1].bit_length()
-
     def unpack(self, data: bytes) -> dict[str, int]:
         """Every field of ``data`` (at least ``size`` bytes; extra bytes are ignored)."""
         v = int.from_bytes(data[: self.size], "big")
