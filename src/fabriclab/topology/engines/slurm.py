@@ -17,17 +17,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..errors import TopologyProblem
 from ..graph import DomainMap, Graph, HostInfo, Vertex, compact, expand_list
 
 TREE, BLOCK, FLAT = "topology/tree", "topology/block", "topology/flat"
 
 
-class TopologyError(Exception):
+class TopologyError(TopologyProblem):
     """A topology that cannot be generated; ``status`` is the HTTP status topograph uses."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
