@@ -18,3 +18,7 @@ class TopologyProblem(FabriclabError):
         if status is not None:
             self.status = status
 
+
+class RequestError(TopologyProblem):
+    """A request the topology API refuses before any work: a body too large (413), JSON
+    too deep or with too long a number (422), or a malformed request (400)."""
