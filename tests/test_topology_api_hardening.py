@@ -193,6 +193,34 @@ def test_label_error_is_a_400(srv):
     one_line_error(result(srv.base, uid), 400, "multiple accelerator labels")
 
 
+def _block_request(regexp: str, fmt: str, names: dict[str, str]) -> str:
+    return _req(provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml"}},
+                engine={"name": "slurm", "params": {"plugin": "topology/block",
+                                                    "blockName": {"nodeNameRegexp": regexp, "format": fmt}}},
+                nodes=[{"region": "r", "instances": names}])
+
+
+def test_block_name_regexp_matches_in_linear_time(srv):
+    """A pattern that backtracks exponentially in Python's re ('^(a|aa)+$' on 60 a's and
+    a '!' would take days) answers at once: patterns are RE2's, as Go's regexp."""
+    body = _block_request("^(a|aa)+$", "x", {"I21": "a" * 60 + "!", "I22": "a" * 60 + "!"})
+    started = time.monotonic()
+    uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
+    one_line_error(result(srv.base, uid), 400, "does not match nodeNameRegexp")
+    assert time.monotonic() - started < 5
+    body = _block_request("(a)\\1", "x", {"I21": "aa"})  # a back-reference: no RE2 (nor Go)
+    uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
+    one_line_error(result(srv.base, uid), 400, "invalid blockName.nodeNameRegexp")
+
+
+def test_block_name_format_with_a_huge_group_number(srv):
+    """'${999...}' (5,000 digits) is no group (Go: numbers have at most 9 digits), not a
+    ValueError from int()."""
+    body = _block_request("^(.*)$", "${" + "9" * 5000 + "}", {"I21": "n1", "I22": "n2"})
+    uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
+    one_line_error(result(srv.base, uid), 400, "produces an empty name")
+
+
 def test_error_messages_are_one_line(srv):
     body = _req(provider={"name": "no\nsuch"})
     one_line_error(httpx.post(f"{srv.base}/v1/generate", content=body), 400, "unsupported provider no\\nsuch")
