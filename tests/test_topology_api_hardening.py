@@ -221,6 +221,18 @@ def test_block_name_format_with_a_huge_group_number(srv):
     one_line_error(result(srv.base, uid), 400, "produces an empty name")
 
 
+def test_topology_node_lists_are_bounded_in_total(srv):
+    """Each hostlist expands to at most 500,000 names, and now all of a request's lists
+    together too: 1,000 times 'n[0-499999]' (14 kB) made 500 million names."""
+    body = _req(engine={"name": "slurm", "params": {"topologies": {
+        "t": {"plugin": "topology/tree", "nodes": ["n[0-499999]"] * 3},
+        "u": {"plugin": "topology/tree", "nodes": ["m[0-499999]"] * 3}}}})
+    started = time.monotonic()
+    uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
+    one_line_error(result(srv.base, uid), 400, "expand to more than 500000 names")
+    assert time.monotonic() - started < 8
+
+
 def test_error_messages_are_one_line(srv):
     body = _req(provider={"name": "no\nsuch"})
     one_line_error(httpx.post(f"{srv.base}/v1/generate", content=body), 400, "unsupported provider no\\nsuch")

@@ -19,7 +19,7 @@ import re2
 import yaml
 
 from ..errors import TopologyProblem
-from ..graph import DomainMap, Graph, HostInfo, Vertex, compact, expand_list
+from ..graph import MAX_EXPANDED, DomainMap, Graph, HostInfo, Vertex, compact, expand_list
 
 TREE, BLOCK, FLAT = "topology/tree", "topology/block", "topology/flat"
 
@@ -299,6 +299,7 @@ class NetworkTopology:
     # --- per-partition topologies (topology.yaml) ------------------------------------
     def topology_units(self) -> list["TopologyUnit"]:
         out = []
+        self._names_left = MAX_EXPANDED  # for all the topologies' node lists together
         for name in sorted(self.config.topologies):
             spec = self.config.topologies[name]
             try:
@@ -316,9 +317,14 @@ class NetworkTopology:
         nodes: list[str] = []
         for entry in spec.nodes:
             try:
-                nodes.extend(expand_list(entry))
+                names = expand_list(entry)  # at most MAX_EXPANDED, counted before expanding
             except ValueError as e:
                 raise TopologyError(f"nodes expansion failed: {e}") from None
+            self._names_left -= len(names)
+            if self._names_left < 0:  # so one request's lists make at most 2 x MAX_EXPANDED names
+                raise TopologyError(f"nodes expansion failed: the topologies' node lists expand to more "
+                                    f"than {MAX_EXPANDED} names")
+            nodes.extend(names)
         return nodes
 
     def _block_unit(self, name: str, spec: TopologySpec) -> "TopologyUnit":
