@@ -243,8 +243,13 @@ def serve_topology(
     compat: Optional[str] = typer.Option(None, "--compat", help="'topograph': answer exactly as topograph."),
     names: bool = typer.Option(False, "--names", help="Switch names instead of ids."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(49021, "--port"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; any but a loopback "
+                             "address needs a token."),
+    port: int = typer.Option(49021, "--port", min=1, max=65535),
+    token: Optional[str] = typer.Option(None, "--token", envvar="FABRICLAB_TOPOLOGY_TOKEN",
+                                        show_envvar=True, help="Clients must send 'Authorization: Bearer "
+                                        "TOKEN' (prefer the environment variable: a command line is "
+                                        "visible to every local user)."),
     delay: float = typer.Option(2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."),
     trays: Optional[int] = TraysOpt,
 ) -> None:
@@ -253,6 +258,12 @@ def serve_topology(
 
     if compat not in (None, "topograph"):
         raise InputError([Problem("--compat", "the one compatibility mode is 'topograph'")])
+    token = token or None
+    if token is None and not server.is_loopback(host):
+        raise InputError([Problem("--host", f"{host} is not a loopback address: the API would be open to "
+                                  "the network; give a token (FABRICLAB_TOPOLOGY_TOKEN or --token)")])
+    if not 0 <= delay <= 3600:
+        raise InputError([Problem("--aggregation-delay", "must be 0 to 3600 seconds")])
     local = None
     if spec or ib_files:
         inputs = (sources.from_cluster(_cluster(spec, trays)) if spec
@@ -264,8 +275,9 @@ def serve_topology(
             return sources.build_graph(inputs, requested, compat=compat == "topograph", names=names), inputs.gpus
 
     service = server.TopologyService(local, str(models_dir) if models_dir else None, delay)
-    err.print(f"fabriclab topology API on http://{host}:{port}")
-    server.serve(service, host, port)
+    err.print(f"fabriclab topology API on http://{host}:{port}"
+              + (" (clients must send the bearer token)" if token else ""), markup=False)
+    server.serve(service, host, port, token)
 
 
 NameOpt = typer.Option("sim", "--name", "-n", help="The fabric's name: the IBSIM_SOCKNAME "

@@ -13,8 +13,8 @@ from ..spec import hostlist
 from . import sources
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologyError, TopologySpec
-from .providers.infiniband import ProviderError, Report
-from .providers.topograph_model import ModelError
+from .errors import TopologyProblem
+from .providers.infiniband import Report
 
 
 def parse_block_sizes(text: str | None, where: str = "--block-sizes") -> list[int]:
@@ -117,6 +117,6 @@ def topology_command(*, spec, engine, ib_files, smi_file, nodes, compat, names, 
     try:
         graph = sources.build_graph(inputs, wanted, compat=compat == "topograph", names=names)
         text = run(engine, graph, opts)
-    except (TopologyError, ProviderError, ModelError) as e:
+    except TopologyProblem as e:  # every engine's and provider's error, LabelError included
         raise InputError([Problem(engine, str(e))], warnings=inputs.report.problems) from None
     return text, inputs.report

@@ -16,50 +16,56 @@ server was started with (a spec, or ibnetdiscover + nvidia-smi files); ``test`` 
 ``slurm`` (params ``plugin``, ``blockSizes``, ``blockName``, ``topologies``, ``trimTiers``
 via the provider), ``k8s`` (the node labels as JSON), plus fabriclab's ``kueue`` and
 ``kwok``.
+
+Every answer is one line or a result, never a 500 for anything a request holds: request
+bodies are bounded (request_body), checked against the request models (api_models), and
+run on a bounded queue (request_queue); every error the engines and providers raise is a
+FabriclabError with its status.  With a token, every path but /healthz needs
+``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
-import threading
-from dataclasses import dataclass
+import logging
+import re
+import socket
 from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from ..errors import FabriclabError
+from . import api_models, request_body
+from .api_models import LOCAL_PROVIDERS, PROVIDERS, ProviderParams, EngineParams, TopologyRequest
 from .engines import EngineOptions, run
-from .engines.slurm import BlockName, TopologyError, TopologySpec
+from .engines.slurm import BlockName, TopologySpec
+from .errors import RequestError
 from .graph import Graph
-from .providers.infiniband import ProviderError
-from .providers.topograph_model import SIM_PROVIDERS, Model, ModelError
+from .providers.topograph_model import Model
+from .request_queue import RequestQueue, Result
 
-LOCAL_PROVIDERS = {"infiniband-bm", "infiniband-k8s", "fabriclab"}
-ENGINES = {"slurm", "k8s", "kueue", "kwok"}
+log = logging.getLogger("fabriclab.topology")
 
-
-class RequestError(Exception):
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class _Entry:
-    status: int
-    message: str
-    result: bytes | None = None
+MAX_MESSAGE = 500  # characters of an error message answered
+# control characters, and what str.splitlines also takes for a line break
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def request_id(body: dict) -> str:
     """FNV-1a-64 of the request without its nodes and credentials: one id per question,
-    so repeated requests share a result (topograph's request hash)."""
-    key = {"provider": {"name": body.get("provider", {}).get("name", ""),
-                        "params": body.get("provider", {}).get("params") or {}},
-           "engine": {"name": body.get("engine", {}).get("name", ""),
-                      "params": body.get("engine", {}).get("params") or {}}}
+    so repeated requests share a result (topograph's ``Request.Hash``).  ``body`` has
+    passed TopologyRequest, so its provider and engine are objects or null."""
+    prov, eng = body.get("provider") or {}, body.get("engine") or {}
+    key = {"provider": {"name": prov.get("name") or "", "params": prov.get("params") or {}},
+           "engine": {"name": eng.get("name") or "", "params": eng.get("params") or {}}}
     data = json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
     h = 0xCBF29CE484222325
     for b in data:
@@ -67,86 +73,92 @@ def request_id(body: dict) -> str:
     return f"{h:x}"
 
 
+def one_line(text: str) -> str:
+    """An answer's message as one line of bounded length (it may quote what the request
+    held: node names, dictionary keys)."""
+    text = _LINE_BREAKING.sub(lambda m: repr(m.group())[1:-1], text)
+    if len(text) <= MAX_MESSAGE:
+        return text
+    half = (MAX_MESSAGE - 3) // 2  # what was quoted is shortened, both ends stay
+    return text[:half] + "..." + text[-half:]
+
+
 class TopologyService:
     def __init__(self, local: Callable[[list[str] | None], tuple[Graph, dict[str, int]]] | None = None,
-                 models_dir: str | None = None, aggregation_delay: float = 2.0):
+                 models_dir: str | None = None, aggregation_delay: float = 2.0, **queue_bounds: Any):
         self.local = local
         self.models_dir = Path(models_dir) if models_dir else None
-        self.delay = aggregation_delay
-        self.store: dict[str, _Entry] = {}
-        self.timers: dict[str, threading.Timer] = {}
-        self.lock = threading.Lock()
-
-    # --- queue ----------------------------------------------------------------------
-    def submit(self, body: dict) -> str:
-        self.validate(body)
-        uid = request_id(body)
-        entry = _Entry(202, f"request ID {uid} has been created")
-        with self.lock:
-            if uid in self.timers:
-                self.timers[uid].cancel()
-            timer = threading.Timer(self.delay, self._process, (uid, body, entry))
-            timer.daemon = True
-            self.timers[uid] = timer
-            self.store[uid] = entry
-        timer.start()
-        return uid
-
-    def _process(self, uid: str, body: dict, entry: _Entry) -> None:
-        try:
-            data = self.generate(body).encode()
-            status, message = 200, ""
-        except RequestError as e:
-            data, status, message = None, e.status, str(e)
-        except (FabriclabError, TopologyError, ProviderError, ModelError) as e:
-            data, status, message = None, getattr(e, "status", 400), str(e)
-        except Exception as e:  # a bug: answer 500 rather than leave the request pending
-            data, status, message = None, 500, f"internal error: {type(e).__name__}: {e}"
-        with self.lock:
-            if self.store.get(uid) is entry:
-                entry.status, entry.message, entry.result = status, message, data
-            self.timers.pop(uid, None)
-
-    def get(self, uid: str) -> _Entry:
-        with self.lock:
-            e = self.store.get(uid)
-            return _Entry(e.status, e.message, e.result) if e else _Entry(404, f"request ID {uid} not found")
+        self.queue = RequestQueue(self._run, aggregation_delay, **queue_bounds)
 
     # --- requests -------------------------------------------------------------------
-    def validate(self, body: Any) -> None:
-        if not isinstance(body, dict):
+    def parse(self, body: bytes) -> tuple[dict, TopologyRequest]:
+        """The request in a body: bounded JSON (413/422), a valid request (400)."""
+        raw = request_body.parse(body)
+        if not isinstance(raw, dict):
             raise RequestError("request body must be a JSON object")
-        prov = (body.get("provider") or {}).get("name", "")
-        eng = (body.get("engine") or {}).get("name", "")
+        try:
+            req = TopologyRequest.model_validate(raw)
+        except ValidationError as e:
+            raise RequestError(f"invalid request: {api_models.problem(e)}") from None
+        self.validate(req)
+        return raw, req
+
+    @staticmethod
+    def validate(req: TopologyRequest) -> None:
+        """topograph's own checks and messages (pkg/server/http_server.go ``validate``)."""
+        prov, eng = req.provider.name, req.engine.name
         if not prov:
             raise RequestError("no provider given for topology request")
-        if prov not in LOCAL_PROVIDERS | SIM_PROVIDERS | {"test", "dra"}:
+        if prov not in PROVIDERS:
             raise RequestError(f"unsupported provider {prov}")
         if not eng:
             raise RequestError("no engine given for topology request")
-        if eng not in ENGINES:
+        if eng not in api_models.ENGINES:
             raise RequestError(f"unsupported engine {eng}")
 
-    def generate(self, body: dict) -> str:
-        prov = body["provider"]["name"]
-        pparams = body["provider"].get("params") or {}
-        eng = body["engine"]["name"]
-        eparams = dict(body["engine"].get("params") or {})
+    def submit(self, body: bytes) -> str:
+        raw, req = self.parse(body)
+        uid = request_id(raw)
+        self.queue.submit(uid, req, len(body))
+        return uid
+
+    def lookup(self, body: bytes) -> Result:
+        raw, _ = self.parse(body)
+        return self.get(request_id(raw))
+
+    def get(self, uid: str) -> Result:
+        return self.queue.get(uid) or Result(404, f"request ID {uid} not found")
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def _run(self, req: TopologyRequest) -> Result:
+        try:
+            return Result(200, data=self.generate(req).encode())
+        except FabriclabError as e:  # every error a request can cause, with its status
+            return Result(getattr(e, "status", 400), str(e))
+        except Exception as e:  # a bug, not the request's fault: say so rather than stay pending
+            log.exception("topology request failed")
+            return Result(500, f"internal error: {type(e).__name__}: {e}")
+
+    # --- generation ------------------------------------------------------------------
+    def generate(self, req: TopologyRequest) -> str:
+        prov = req.provider.name
         i2n: dict[str, str] = {}
-        for ci in body.get("nodes") or []:
-            i2n.update(ci.get("instances") or {})
+        for ci in req.nodes:
+            i2n.update(ci.instances)
         gpus: dict[str, int] = {}
         if prov in LOCAL_PROVIDERS:
             if self.local is None:
-                raise RequestError(f"provider {prov}: this server was started without a fabric", 400)
+                raise RequestError(f"provider {prov}: this server was started without a fabric")
             names = sorted(set(i2n.values())) if i2n else None
             graph, gpus = self.local(names)
         else:
-            graph = self._model_graph(prov, pparams, i2n)
-        return self._engine(eng, eparams, graph, gpus)
+            graph = self._model_graph(prov, req.provider.params, i2n)
+        return self._engine(req.engine.name, req.engine.params, graph, gpus)
 
-    def _model_graph(self, prov: str, params: dict, i2n: dict[str, str]) -> Graph:
-        name = params.get("modelFileName")
+    def _model_graph(self, prov: str, params: ProviderParams, i2n: dict[str, str]) -> Graph:
+        name = params.modelFileName
         if prov == "test" and not name:
             from . import testsets
 
@@ -155,94 +167,175 @@ class TopologyService:
             raise RequestError("no model file name for simulation")
         if self.models_dir is None:
             raise RequestError("this server has no models directory (--models-dir)")
-        path = self.models_dir / Path(str(name)).name
+        base = Path(name).name  # a model of the models directory, whatever path was given
+        if base in ("", ".", "..") or "\x00" in name:
+            raise RequestError(f"modelFileName {name!r} is not a file name")
+        path = self.models_dir / base
+        if not path.is_file():
+            raise RequestError(f"no model file {base} in the models directory")
         model = Model.load(path)
         if prov == "test":
             return model.test_graph()
         if prov == "dra":
             return model.dra_graph()
-        return model.sim_graph(prov, i2n or None, int(params.get("trimTiers", 0) or 0))
+        return model.sim_graph(prov, i2n or None, params.trimTiers)
 
-    def _engine(self, eng: str, params: dict, graph: Graph, gpus: dict[str, int]) -> str:
+    def _engine(self, eng: str, params: EngineParams, graph: Graph, gpus: dict[str, int]) -> str:
         opts = EngineOptions(gpus=gpus)
         if eng == "slurm":
-            plugin = params.get("plugin") or ""
-            sizes = [int(x) for x in params.get("blockSizes") or []]
             from .cli_support import validate_block_sizes
 
-            try:
-                validate_block_sizes(sizes, "blockSizes")
-            except FabriclabError as e:
-                raise RequestError(e.problems[0].what) from None
-            bn = params.get("blockName")
-            opts.block_sizes = sizes
-            opts.block_name = BlockName(bn.get("nodeNameRegexp", ""), bn.get("format", "")) if bn else None
-            for tname, t in (params.get("topologies") or {}).items():
-                tbn = t.get("blockName")
-                opts.topologies[tname] = TopologySpec(
-                    t.get("plugin", ""), list(t.get("nodes") or []), [int(x) for x in t.get("blockSizes") or []],
-                    BlockName(tbn.get("nodeNameRegexp", ""), tbn.get("format", "")) if tbn else None,
-                    bool(t.get("clusterDefault", False)))
-            opts.skeleton = bool(params.get("skeletonOnly", False))
+            _block_sizes(params.blockSizes, "blockSizes", validate_block_sizes)
+            opts.block_sizes = list(params.blockSizes)
+            opts.block_name = _block_name(params.blockName)
+            for tname, t in params.topologies.items():
+                _block_sizes(t.blockSizes, f"topologies.{tname}.blockSizes", validate_block_sizes)
+                opts.topologies[tname] = TopologySpec(t.plugin, list(t.nodes), list(t.blockSizes),
+                                                      _block_name(t.blockName), t.clusterDefault)
+            opts.skeleton = params.skeletonOnly
             if opts.topologies:
                 return run("slurm-yaml", graph, opts)
-            return run("slurm-block" if plugin == "topology/block" else "slurm-tree", graph, opts)
+            return run("slurm-block" if params.plugin == "topology/block" else "slurm-tree", graph, opts)
         if eng == "k8s":
             return run("k8s-labels", graph, opts)
         return run(eng, graph, opts)
 
 
-def make_app(service: TopologyService) -> FastAPI:
+def _block_sizes(sizes: list[int], where: str, validate: Callable[[list[int], str], None]) -> None:
+    try:
+        validate(sizes, where)
+    except FabriclabError as e:  # the CLI's message, without the CLI's "where"
+        raise RequestError(e.problems[0].what) from None
+
+
+def _block_name(bn: api_models.BlockNameParams | None) -> BlockName | None:
+    return BlockName(bn.nodeNameRegexp, bn.format) if bn else None
+
+
+# --- HTTP ------------------------------------------------------------------------------
+_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+_ERRORS = {
+    400: {"description": "A bad request (one line: what is wrong)", "content": _TEXT},
+    413: {"description": "The body is over the server's limit", "content": _TEXT},
+    422: {"description": "The JSON nests too deep or has too long a number", "content": _TEXT},
+}
+_RESULT = {
+    202: {"description": "Still pending", "content": _TEXT},
+    404: {"description": "No such request, or its result was evicted", "content": _TEXT},
+}
+_UID = {"parameters": [{"name": "uid", "in": "query", "required": True,
+                        "schema": {"type": "string", "minLength": 1}}]}
+_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/TopologyRequest"}}}}}
+
+
+def _text(body: str | bytes, status: int) -> PlainTextResponse:
+    return PlainTextResponse(body, status_code=status)
+
+
+def _answer(result: Result) -> PlainTextResponse:
+    if result.status == 200:
+        return _text(result.data or b"", 200)
+    if result.status == 202:
+        return _text(result.message, 202)
+    return _text(f"{one_line(result.message)}\n", result.status)
+
+
+class BearerAuth:
+    """ASGI middleware: every path but /healthz needs ``Authorization: Bearer <token>``,
+    checked before any of the body is read."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, credentials = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
+                response = PlainTextResponse("missing or wrong bearer token\n", status_code=401,
+                                             headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def make_app(service: TopologyService, *, token: str | None = None,
+             max_body: int = request_body.MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="fabriclab topology API", docs_url=None, redoc_url=None)
+    responses = dict(_ERRORS)
+    if token:
+        responses[401] = {"description": "Missing or wrong bearer token", "content": _TEXT}
+        app.add_middleware(BearerAuth, token=token)
 
-    def text(body: str, status: int) -> PlainTextResponse:
-        return PlainTextResponse(body, status_code=status)
+    @app.exception_handler(FabriclabError)
+    async def refused(_req: Request, e: FabriclabError):
+        return _text(f"{one_line(str(e))}\n", getattr(e, "status", 400))
 
-    @app.get("/healthz")
+    @app.exception_handler(ClientDisconnect)
+    async def gone(_req: Request, _e: ClientDisconnect):
+        return _text("client disconnected\n", 400)  # nobody reads it
+
+    async def body_of(req: Request) -> bytes:
+        return await request_body.read(req.stream(), req.headers.get("content-length"), max_body)
+
+    @app.get("/healthz", response_class=PlainTextResponse)
     def healthz():
-        return text("OK\n", 200)
+        return _text("OK\n", 200)
 
-    async def body_of(req: Request) -> dict:
-        try:
-            return json.loads(await req.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise RequestError(f"invalid JSON: {e}") from None
-
-    @app.post("/v1/generate")
+    @app.post("/v1/generate", response_class=PlainTextResponse, status_code=202, openapi_extra=_BODY,
+              responses={202: {"description": "The request id", "content": _TEXT},
+                         429: {"description": "Too many requests waiting", "content": _TEXT}, **responses})
     async def generate(req: Request):
-        try:
-            uid = service.submit(await body_of(req))
-        except RequestError as e:
-            return text(f"{e}\n", e.status)
-        return text(uid, 202)
+        return _text(await run_in_threadpool(service.submit, await body_of(req)), 202)
 
-    def answer(uid: str):
-        e = service.get(uid)
-        if e.status == 200:
-            return PlainTextResponse(e.result or b"", status_code=200)
-        if e.status == 202:
-            return text(e.message, 202)
-        return text(f"{e.message}\n", e.status)
-
-    @app.get("/v1/topology")
-    def topology(uid: str = ""):
+    @app.get("/v1/topology", response_class=PlainTextResponse, openapi_extra=_UID,
+             responses={200: {"description": "The result", "content": _TEXT}, **_RESULT,
+                        400: _ERRORS[400], **({401: responses[401]} if token else {}),
+                        502: {"description": "The request's own error status (as topograph)",
+                              "content": _TEXT}})
+    def topology(req: Request):
+        uid = req.query_params.get("uid", "")
         if not uid:
-            return text("must specify request uid\n", 400)
-        return answer(uid)
+            return _text("must specify request uid\n", 400)
+        return _answer(service.get(uid))
 
-    @app.post("/v1/lookup")
+    @app.post("/v1/lookup", response_class=PlainTextResponse, openapi_extra=_BODY,
+              responses={200: {"description": "The result", "content": _TEXT}, **_RESULT, **responses})
     async def lookup(req: Request):
-        try:
-            body = await body_of(req)
-            service.validate(body)
-        except RequestError as e:
-            return text(f"{e}\n", e.status)
-        return answer(request_id(body))
+        return _answer(await run_in_threadpool(service.lookup, await body_of(req)))
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            models = TopologyRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(models.pop("$defs", {}))
+            components["TopologyRequest"] = models
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
     return app
 
 
-def serve(service: TopologyService, host: str, port: int) -> None:
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` names is a loopback one (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def serve(service: TopologyService, host: str, port: int, token: str | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(make_app(service), host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(make_app(service, token=token), host=host, port=port, log_level="warning")
+    finally:
+        service.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..errors import TopologyProblem
 from ..graph import DomainMap, Graph, Vertex
 
 TIER_PREFIX = "fabric.topograph.run/tier-"
@@ -20,8 +21,8 @@ INSTANCE_KEY = "topograph.run/instance"
 REGION_KEY = "topograph.run/region"
 
 
-class LabelError(Exception):
-    pass
+class LabelError(TopologyProblem):
+    """Labels that cannot be set (a node in two accelerator domains)."""
 
 
 def fnv1a64(data: bytes) -> int:

@@ -15,19 +15,17 @@ import math
 import re
 from dataclasses import dataclass, field
 
+import re2
 import yaml
 
-from ..graph import DomainMap, Graph, HostInfo, Vertex, compact, expand_list
+from ..errors import TopologyProblem
+from ..graph import MAX_EXPANDED, DomainMap, Graph, HostInfo, Vertex, compact, expand_list
 
 TREE, BLOCK, FLAT = "topology/tree", "topology/block", "topology/flat"
 
 
-class TopologyError(Exception):
+class TopologyError(TopologyProblem):
     """A topology that cannot be generated; ``status`` is the HTTP status topograph uses."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -44,9 +42,10 @@ class BlockName:
         if not self.format:
             raise TopologyError("blockName.format must not be empty")
         try:
-            self.re = re.compile(self.node_name_regexp)
-        except re.error as e:
-            raise TopologyError(f"invalid blockName.nodeNameRegexp {self.node_name_regexp!r}: {e}") from None
+            self.re = re2.compile(self.node_name_regexp, options=_RE2_OPTIONS)
+        except re2.error as e:
+            what = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+            raise TopologyError(f"invalid blockName.nodeNameRegexp {self.node_name_regexp!r}: {what}") from None
 
     def name(self, default: str, domain: str, nodes: list[str]) -> str:
         if not nodes:
@@ -69,18 +68,26 @@ class BlockName:
         return out
 
 
+# topograph compiles nodeNameRegexp with Go's regexp, whose syntax is RE2's, and so does
+# this: the same patterns are valid, and matching takes linear time (Python's re can take
+# exponential time, e.g. '^(a|aa)+$' on 50 a's and a '!').  No stderr log of bad patterns.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
 _GO_TEMPLATE = re.compile(r"\$(\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 
 
-def _go_expand(template: str, m: re.Match) -> str:
+def _go_expand(template: str, m) -> str:
     """Go's ``regexp.Expand``: ``$1``/``${1}``/``$name``, ``$$`` for a dollar; an unknown
-    group expands to nothing."""
+    group expands to nothing.  As Go's ``extract`` (regexp.go), a name is a group number
+    only with at most 9 digits and no leading zero; else it is looked up as a name."""
     def sub(t: re.Match) -> str:
         if t.group(1) == "$":
             return "$"
         name = t.group(2) or t.group(3)
+        number = name.isdigit() and len(name) <= 9 and (name == "0" or name[0] != "0")
         try:
-            v = m.group(int(name)) if name.isdigit() else m.group(name)
+            v = m.group(int(name)) if number else m.group(name)
         except IndexError:  # no such group
             return ""
         return v or ""
@@ -292,6 +299,7 @@ class NetworkTopology:
     # --- per-partition topologies (topology.yaml) ------------------------------------
     def topology_units(self) -> list["TopologyUnit"]:
         out = []
+        self._names_left = MAX_EXPANDED  # for all the topologies' node lists together
         for name in sorted(self.config.topologies):
             spec = self.config.topologies[name]
             try:
@@ -309,9 +317,14 @@ class NetworkTopology:
         nodes: list[str] = []
         for entry in spec.nodes:
             try:
-                nodes.extend(expand_list(entry))
+                names = expand_list(entry)  # at most MAX_EXPANDED, counted before expanding
             except ValueError as e:
                 raise TopologyError(f"nodes expansion failed: {e}") from None
+            self._names_left -= len(names)
+            if self._names_left < 0:  # so one request's lists make at most 2 x MAX_EXPANDED names
+                raise TopologyError(f"nodes expansion failed: the topologies' node lists expand to more "
+                                    f"than {MAX_EXPANDED} names")
+            nodes.extend(names)
         return nodes
 
     def _block_unit(self, name: str, spec: TopologySpec) -> "TopologyUnit":

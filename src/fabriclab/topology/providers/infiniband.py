@@ -28,6 +28,7 @@ from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
 from ...model.fabric import Fabric, Node, NodeType
 from ...model.cluster import ZERO_UUID
+from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
 
 
@@ -43,7 +44,7 @@ class Report:
         self.left_out = self.left_out or left_out
 
 
-class ProviderError(Exception):
+class ProviderError(TopologyProblem):
     """Nothing can be produced (topograph answers such requests with HTTP 500)."""
 
 

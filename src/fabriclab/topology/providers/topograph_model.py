@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import TopologyProblem
 from ..graph import DomainMap, Graph, HostInfo, InstanceTopology, Vertex, expand_list, instances_to_graph
 
 DOMAIN_ANNOTATION = "accelerator.topology.test/domain"
@@ -27,8 +28,8 @@ REGION_LABEL = "topology.kubernetes.io/region"
 SIM_PROVIDERS = {"aws-sim", "gcp-sim", "oci-sim", "dsx-sim", "lambdai-sim", "nebius-sim", "nscale-sim"}
 
 
-class ModelError(ValueError):
-    pass
+class ModelError(TopologyProblem):
+    """A simulation model that cannot be read or is inconsistent."""
 
 
 @dataclass
