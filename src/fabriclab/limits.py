@@ -57,6 +57,13 @@ DUMP_LINE_MAX = 1024
 # A file of node names (``--nodes FILE``): MAX_HOSTS names of HOST_NAME_MAX bytes.
 NODES_FILE_BYTES_MAX = MAX_HOSTS * (HOST_NAME_MAX + 1) * 2
 
+# nvidia-smi answers (``--nvidia-smi FILE``): a line of about 80 bytes per GPU, and at most
+# one GPU per LID; 64 MB is ten times that.
+SMI_BYTES_MAX = 64 << 20
+
+# ``--topologies FILE``: a few named topologies, each a node list of at most MAX_HOSTS.
+TOPOLOGIES_BYTES_MAX = 16 << 20
+
 # --- reporting ----------------------------------------------------------------------------
 
 # Problems kept in memory per input (the rest are counted), and shown per kind.

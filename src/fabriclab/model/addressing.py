@@ -81,15 +81,17 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
 def guid_problems(fabric: Fabric) -> list[AddressProblem]:
     """Node and port GUIDs.  A node may repeat its own GUID (a switch's ports share the
     port-0 GUID; a one-port CA's port GUID is its node GUID), but no GUID belongs to two
-    nodes.  Nodes named only by an id (ibsim nets) get their GUIDs from the plan."""
+    nodes.  A node named only by an id (ibsim nets) gets its GUIDs from the plan, except
+    port GUIDs given explicitly."""
     out: list[AddressProblem] = []
     owner: dict[int, Node] = {}
     for n in fabric.nodes:
-        if n.ident is not None:
-            continue
-        ends: list[tuple[Port | None, int]] = [(None, n.guid), (None, n.port_guid)]
+        ends: list[tuple[Port | None, int]] = []
+        if n.ident is None:
+            ends = [(None, n.guid), (None, n.port_guid)]
         if not n.is_switch:
-            ends += [(p, p.guid) for p in n.iter_ports()]
+            ends += [(p, p.guid) for p in n.iter_ports()
+                     if n.ident is None or p.guid != n.port_guid_for(p.num)]
         mine: set[int] = set()
         seen: set[int] = set()
         for p, g in ends:

@@ -183,7 +183,12 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
             _attach(parent, value, ev, fail)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise fail(mark, f"not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        if isinstance(e, yaml.reader.ReaderError):  # a character YAML does not allow
+            where = f"{source}:{text.count(chr(10), 0, e.position) + 1}"
+            raise error([Problem(where, f"not valid YAML: character {e.character!r} at offset "
+                                 f"{e.position}: {e.reason}")]) from None
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise fail(mark, f"not valid YAML: {what}") from None
     finally:
         parser.dispose()
     return root
@@ -230,7 +235,7 @@ def _scalar(ev, is_key: bool, fail, build: bool) -> tuple[Any, str | None]:
         return value, tag
     try:
         return _CONSTRUCT[tag](_CTOR, yaml.ScalarNode(tag, value)), tag
-    except (ValueError, KeyError, TypeError, yaml.YAMLError):
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError, yaml.YAMLError):
         raise fail(ev.start_mark, f"{value[:40]!r} is not a valid {_tag(tag)}") from None
 
 
