@@ -461,7 +461,8 @@ def import_(
     data = spec_from_fabric(dump.fabric, name or file.stem, gpus_per_hca=gpus_per_hca,
                             description=f"imported from {file.name}", warnings=dump.warnings)
     _warn(dump.warnings, dump.warnings_dropped)
-    text = yaml.safe_dump(data, sort_keys=False, width=120)
+    # libyaml's emitter when PyYAML has it: the same text, ten times faster on a large fabric
+    text = yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, width=120)
     _write(text, output)
     f = dump.fabric
     if str(output) != "-":

@@ -49,7 +49,8 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
     for n, p, lid, lmc in _lid_ends(fabric):
         where = f" of port {p.num}" if p is not None and n.nports > 1 else ""
         if not LID_MIN <= lid <= LID_MAX:
-            out.append(AddressProblem(n, p, "lid", f"LID {lid} (0x{lid:x}){where} is not a unicast LID "
+            shown = f"LID {lid} (0x{lid:x})" if 0 <= lid.bit_length() <= 64 and lid > 0 else f"LID {lid}"
+            out.append(AddressProblem(n, p, "lid", f"{shown}{where} is not a unicast LID "
                                       f"(0x{LID_MIN:04x}-0x{LID_MAX:04x}, IBA 4.1.3)"))
             continue
         if not 0 <= lmc <= LMC_MAX:
@@ -57,8 +58,8 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
             continue
         top = lid + (1 << lmc) - 1
         if top > LID_MAX:
-            out.append(AddressProblem(n, p, "lid", f"LMC {lmc}{where} makes {_show(lid, lmc)}, past "
-                                      f"the last unicast LID {LID_MAX} (0x{LID_MAX:x})"))
+            out.append(AddressProblem(n, p, "lid", f"LID {lid} with LMC {lmc}{where} spans LIDs "
+                                      f"{lid}-{top}, past the last unicast LID {LID_MAX} (0x{LID_MAX:x})"))
             continue
         ranges.append((lid, top, lmc, n, p))
     ranges.sort(key=lambda r: (r[0], r[1]))
@@ -69,8 +70,8 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
             other = last
             shared = lid
             what = (f"LID {shared} is already used by {_name(other[3])}" if not other[2] and not lmc
-                    else f"{_show(lid, lmc)} overlap {_show(other[0], other[2])} of {_name(other[3])} "
-                         f"at LID {shared}")
+                    else f"{_show(lid, lmc)} overlap{'s' if not lmc else ''} {_show(other[0], other[2])} "
+                         f"of {_name(other[3])} at LID {shared}")
             out.append(AddressProblem(n, p, "lid", what))
             continue
         if last is None or top > last[1]:

@@ -58,6 +58,7 @@ class _Builder:
         self.problems: list[Problem] = []
         self.where: dict[int, str] = {}  # id(node) -> the spec path it comes from
         self.ca_ports = 0  # end ports of CAs, counted before anything is built
+        self.tray_by_host: dict[str, Tray] | None = None
 
     def fail(self, where: str, what: str) -> SpecError:
         return SpecError([Problem(where, what)])
@@ -110,9 +111,9 @@ class _Builder:
     def _check_lid_budget(self, switches: int, where: str, extra_cas: int = 0) -> None:
         need = self.ca_ports + extra_cas + switches
         if need > UNICAST_LIDS:
-            parts = f"{self.ca_ports + extra_cas} CA ports and {switches} switches"
-            raise self.fail(where, f"{parts} need {need} LIDs, more than the {UNICAST_LIDS} unicast "
-                            f"LIDs (0x0001-0x{LID_MAX:04X}, IBA 4.1.3)")
+            parts = f"{self.ca_ports + extra_cas} CA ports" + (f" and {switches} switches" if switches else "")
+            raise self.fail(where, f"{parts} need {need} LIDs, one each; a subnet has {UNICAST_LIDS} "
+                            f"unicast LIDs (0x0001-0x{LID_MAX:04X}, IBA 4.1.3)")
 
     # --- GUIDs ----------------------------------------------------------------------
     def _reserve_explicit_guids(self) -> None:
@@ -480,7 +481,9 @@ class _Builder:
         node = self.switch_by_name.get(name) or self.ca_by_name.get(name)
         if node is None and "/" in name:
             host, hca = name.split("/", 1)
-            tray = next((t for t in self.trays if t.host == host), None)
+            if self.tray_by_host is None or len(self.tray_by_host) != len(self.trays):
+                self.tray_by_host = {t.host: t for t in self.trays}
+            tray = self.tray_by_host.get(host)
             node = tray.hca(hca) if tray else None
         if node is None:
             raise self.fail(where, f"no switch, tray HCA or CA named {name!r}")

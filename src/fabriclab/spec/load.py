@@ -136,7 +136,8 @@ def load_spec(arg: str, *, trays: int | None = None) -> Spec:
         spec = parse_spec_text(preset_text(arg), f"preset:{arg}")
     else:
         known = ", ".join(preset_names())
-        raise SpecError([Problem(arg, f"no such file, and not a preset (presets: {known})")])
+        shown = arg if len(arg) <= 80 else arg[:60] + "…"
+        raise SpecError([Problem(shown, f"no such file, and not a preset (presets: {known})")])
     if trays is not None:
         spec = scale_trays(spec, trays)
     return spec
