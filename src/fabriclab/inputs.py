@@ -14,26 +14,29 @@ from .errors import InputError, Problem
 _NOT_A_PATH = {errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.EINVAL}
 
 
-def is_file(arg: str, where: str | None = None, error=InputError) -> bool:
-    """Whether ``arg`` names a file.  False when nothing is there (or the text cannot be a
-    path at all, e.g. longer than NAME_MAX); an error when something is there that cannot
-    be read (a directory, a path through an unreadable directory)."""
+def path_kind(arg: str, where: str | None = None, error=InputError) -> str | None:
+    """What ``arg`` names: "file", "dir", or None when nothing is there (or the text
+    cannot be a path at all, e.g. longer than NAME_MAX, so it may be a preset name or a
+    hostlist); an error when something is there that cannot be looked at (a path
+    through an unreadable directory)."""
     try:
         st = os.stat(arg)
     except OSError as e:
         if e.errno in _NOT_A_PATH:
-            return False
+            return None
         raise error([Problem(where or arg, f"cannot read: {e.strerror}")]) from None
     except ValueError:  # an embedded NUL byte
-        return False
-    if stat.S_ISDIR(st.st_mode):
-        raise error([Problem(where or arg, "is a directory, not a file")])
-    return True
+        return None
+    return "dir" if stat.S_ISDIR(st.st_mode) else "file"
 
 
-def read_bytes(path: str, max_bytes: int, what: str, error=InputError) -> bytes:
-    """The file's bytes, or a one-line error: unreadable, or larger than ``max_bytes``
-    (checked on the open file before reading, and again while reading, for pipes)."""
+def read_bytes(path: str, max_bytes: int, what: str, error=InputError, *, prefix: str = "") -> bytes:
+    """The file's bytes, or a one-line error: unreadable, larger than ``max_bytes``
+    (checked on the open file before reading, and while reading, for pipes and devices),
+    or binary (a NUL byte: every input fabriclab reads is text; checked chunk by chunk,
+    so /dev/zero stops at once)."""
+    chunks: list[bytes] = []
+    size = 0
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
@@ -42,12 +45,21 @@ def read_bytes(path: str, max_bytes: int, what: str, error=InputError) -> bytes:
             if st.st_size > max_bytes:
                 raise error([Problem(path, f"{_mib(st.st_size)} is too large for {what} "
                                      f"(at most {_mib(max_bytes)})")])
-            data = f.read(max_bytes + 1)
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    raise error([Problem(path, f"{prefix}a binary file (NUL byte at offset {size + nul}), "
+                                         f"not {what}")])
+                size += len(chunk)
+                if size > max_bytes:
+                    raise error([Problem(path, f"more than {_mib(max_bytes)}: too large for {what}")])
+                chunks.append(chunk)
     except OSError as e:
         raise error([Problem(path, f"cannot read: {e.strerror}")]) from None
-    if len(data) > max_bytes:
-        raise error([Problem(path, f"more than {_mib(max_bytes)}: too large for {what}")])
-    return data
+    return b"".join(chunks)
 
 
 def decode_text(data: bytes, source: str, what: str, *, strict: bool = True, error=InputError) -> str:
@@ -67,8 +79,10 @@ def decode_text(data: bytes, source: str, what: str, *, strict: bool = True, err
                              f"offset {e.start}); {what} is UTF-8")]) from None
 
 
-def read_text(path: str, max_bytes: int, what: str, *, strict: bool = True, error=InputError) -> str:
-    return decode_text(read_bytes(path, max_bytes, what, error), path, what, strict=strict, error=error)
+def read_text(path: str, max_bytes: int, what: str, *, strict: bool = True, error=InputError,
+              prefix: str = "") -> str:
+    data = read_bytes(path, max_bytes, what, error, prefix=prefix)
+    return decode_text(data, path, what, strict=strict, error=error)
 
 
 def _mib(n: int) -> str:

@@ -708,12 +708,8 @@ def _looks_like_ports(lines: list[str]) -> bool:
 def read_file(path: str) -> str:
     """A dump's text: size-checked before reading; a binary file is refused at once
     (ibnetdiscover prints text; any undecodable byte becomes U+FFFD)."""
-    data = inputs.read_bytes(path, DUMP_BYTES_MAX, "ibnetdiscover output")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise InputError([Problem(path, f"no nodes found: a binary file (NUL byte at offset {nul}), "
-                                  "not ibnetdiscover output")])
-    return inputs.decode_text(data, path, "ibnetdiscover output", strict=False)
+    return inputs.read_text(path, DUMP_BYTES_MAX, "ibnetdiscover output", strict=False,
+                            prefix="no nodes found: ")
 
 
 def parse_file(path: str) -> Dump:

@@ -129,11 +129,14 @@ def locate(spec: Spec, error: SpecError) -> SpecError:
 
 def load_spec(arg: str, *, trays: int | None = None) -> Spec:
     """A spec from a YAML path or a preset name; ``trays`` scales it (see ``scale_trays``)."""
-    if inputs.is_file(arg, error=SpecError):
+    kind = inputs.path_kind(arg, error=SpecError)
+    if kind == "file":
         text = inputs.read_text(arg, SPEC_BYTES_MAX, "a spec", error=SpecError)
         spec = parse_spec_text(text, arg)
     elif arg in preset_names():
         spec = parse_spec_text(preset_text(arg), f"preset:{arg}")
+    elif kind == "dir":
+        raise SpecError([Problem(arg, "is a directory, not a spec file (nor a preset)")])
     else:
         known = ", ".join(preset_names())
         shown = arg if len(arg) <= 80 else arg[:60] + "…"

@@ -95,7 +95,7 @@ def requested_nodes(arg: str | None, given: Inputs | None = None) -> list[str] |
     if arg is None:
         return None
     names: list[str] = []
-    if inputs.is_file(arg, "--nodes"):
+    if inputs.path_kind(arg, "--nodes") == "file":  # otherwise a hostlist
         text = inputs.read_text(arg, NODES_FILE_BYTES_MAX, "a file of node names")
         total = 0
         for no, line in enumerate(text.splitlines(), 1):
