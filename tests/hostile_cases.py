@@ -147,6 +147,7 @@ class Case:
     lines: int | None = None  # most stderr lines allowed (default: 1 for error, SHOWN+1 warn)
     drop_dac: bool = False  # permission cases: as root, run without the right to ignore file modes
     validate_output: str | None = None  # a spec the command wrote: `validate` must accept it
+    env: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
     def write(self, d: Path) -> None:
@@ -313,6 +314,10 @@ CASES: list[Case] = [
          setup=sparse("s.yaml", 200 << 20)),
     Case("spec-unreadable-dir", ("validate", "locked/spec.yaml"), "error", "ermission",
          setup=unreadable_dir, drop_dac=True),
+    Case("source-date-epoch-1e400", ("render", "lab", "ibnetdiscover"), "error", "SOURCE_DATE_EPOCH",
+         env={"SOURCE_DATE_EPOCH": "1e400"}),
+    Case("source-date-epoch-huge", ("render", "lab", "ibnetdiscover"), "error", "SOURCE_DATE_EPOCH",
+         env={"SOURCE_DATE_EPOCH": "99999999999999999999"}),
     Case("spec-dev-zero", ("validate", "/dev/zero"), "error", "binary"),
     Case("dump-dev-urandom", ("import", "/dev/urandom", "-o", "out.yaml"), "error", "binary"),
     Case("nodes-dev-zero", ("topology", "lab", "--nodes", "/dev/zero"), "error", "binary"),
@@ -347,6 +352,7 @@ CASES: list[Case] = [
     Case("trays-not-a-number", ("validate", "gb200-su", "--trays", "many"), "error", "--trays"),
     Case("unknown-option", ("validate", "lab", "--colour", "red"), "error", "--colour"),
     Case("missing-argument", ("validate",), "error", "SPEC"),
+    Case("serve-topology-port-99999", ("serve-topology", "lab", "--port", "99999"), "error", "--port"),
     Case("gpus-per-hca-huge", ("import", "dump.txt", "-o", "out.yaml", "--gpus-per-hca", "1000"),
          "error", "--gpus-per-hca", _dump(TINY_DUMP)),
     Case("hostlist-long-name", ("validate", "s.yaml"), "error", "64",
@@ -404,7 +410,7 @@ _NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
 def run(case: Case, workdir: Path, *, python: str = sys.executable, pythonpath: str | None = None,
         timeout: float = 10.0, as_limit: int = 2 << 30, args: tuple[str, ...] | None = None) -> Outcome:
     """Run one case (its files already written to ``workdir``) as a child process."""
-    env = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160"}
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160", **case.env}
     env.pop("FABRICLAB_DEBUG", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath

@@ -69,10 +69,13 @@ def _now() -> float | None:
     v = os.environ.get("SOURCE_DATE_EPOCH")
     if v is None:
         return None
-    try:
-        return float(v)
-    except ValueError:
-        raise InputError([Problem("SOURCE_DATE_EPOCH", f"not a number: {v!r}")]) from None
+    # reproducible-builds.org: "an integer number of seconds since the epoch"; bounded to
+    # the years ctime() can print (up to 9999) before it is used
+    s = v.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 12 and int(s) <= 253402300799):
+        raise InputError([Problem("SOURCE_DATE_EPOCH", f"not a number of seconds since 1970 "
+                                  f"(up to the year 9999): {v[:40]!r}")])
+    return float(s)
 
 
 @app.command()
@@ -250,8 +253,9 @@ def serve_topology(
     names: bool = typer.Option(False, "--names", help="Switch names instead of ids."),
     models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
     host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(49021, "--port"),
-    delay: float = typer.Option(2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."),
+    port: int = typer.Option(49021, "--port", min=1, max=65535),
+    delay: float = typer.Option(2.0, "--aggregation-delay", min=0.0, max=3600.0,
+                                help="Seconds to wait for repeats of a request."),
     trays: Optional[int] = TraysOpt,
 ) -> None:
     """Serve topograph's HTTP API (/v1/generate, /v1/topology, /v1/lookup, /healthz)."""
