@@ -410,7 +410,7 @@ class _Builder:
         # the schema has bounded every width and precision in the pattern (check_pattern)
         try:
             name = pattern.format(**fields)
-        except (KeyError, IndexError, ValueError, TypeError) as e:
+        except (KeyError, IndexError, ValueError, TypeError, OverflowError, AttributeError) as e:
             raise self.fail(f"{where}.names" if where != "nvlink" else "nvlink.name",
                             f"bad name pattern {pattern!r}: {e}") from None
         if len(name) > NAME_MAX:
