@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import hostile_cases as hc
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -18,8 +19,6 @@ from fabriclab.spec import hostlist
 from fabriclab.spec.from_fabric import spec_from_fabric
 from fabriclab.spec.load import parse_spec_text
 from fabriclab.spec.schema import Spec
-
-import hostile_cases as hc
 
 # FABRICLAB_FUZZ_EXAMPLES=5000 fuzzes longer
 EXAMPLES = int(os.environ.get("FABRICLAB_FUZZ_EXAMPLES", "300"))
