@@ -19,8 +19,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from .errors import FabriclabError, InputError, Problem, SpecError
+from .errors import FabriclabError, InputError, Problem, SpecError, shown
 from .formats import ibnetdiscover, ibsim_net, nvidia_smi
+from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster, find_port
 from .spec.from_fabric import spec_from_fabric
@@ -35,7 +36,7 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-TraysOpt = typer.Option(None, "--trays", min=1, help="Scale the spec to this many trays.")
+TraysOpt = typer.Option(None, "--trays", min=1, max=MAX_TRAYS, help="Scale the spec to this many trays.")
 
 
 def _cluster(spec: str, trays: int | None = None) -> Cluster:
@@ -44,6 +45,12 @@ def _cluster(spec: str, trays: int | None = None) -> Cluster:
         return build(s)
     except SpecError as e:
         raise locate(s, e) from None
+
+
+def _warn(problems: list[Problem], dropped: int = 0) -> None:
+    """Warnings on stderr: the first few, then how many more (see errors.shown)."""
+    for line in shown(problems, "warning", dropped):
+        err.print(line, markup=False)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -62,10 +69,13 @@ def _now() -> float | None:
     v = os.environ.get("SOURCE_DATE_EPOCH")
     if v is None:
         return None
-    try:
-        return float(v)
-    except ValueError:
-        raise InputError([Problem("SOURCE_DATE_EPOCH", f"not a number: {v!r}")]) from None
+    # reproducible-builds.org: "an integer number of seconds since the epoch"; bounded to
+    # the years ctime() can print (up to 9999) before it is used
+    s = v.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 12 and int(s) <= 253402300799):
+        raise InputError([Problem("SOURCE_DATE_EPOCH", f"not a number of seconds since 1970 "
+                                  f"(up to the year 9999): {v[:40]!r}")])
+    return float(s)
 
 
 @app.command()
@@ -228,8 +238,7 @@ def topology(
         smi_file=str(smi_file) if smi_file else None, nodes=nodes, compat=compat, names=names,
         block_sizes=block_sizes, block_name=block_name, topologies=str(topologies) if topologies else None,
         skeleton=skeleton, label_format=label_format, trays=trays, cluster_loader=_cluster)
-    for p in report.problems:
-        err.print(f"warning: {p}", markup=False)
+    _warn(report.problems)
     _write(text, output)
     if report.left_out:
         raise typer.Exit(1)
@@ -268,8 +277,7 @@ def serve_topology(
     if spec or ib_files:
         inputs = (sources.from_cluster(_cluster(spec, trays)) if spec
                   else sources.from_files([str(p) for p in ib_files or []], str(smi_file) if smi_file else None))
-        for p in inputs.report.problems:
-            err.print(f"warning: {p}", markup=False)
+        _warn(inputs.report.problems)
 
         def local(requested):
             return sources.build_graph(inputs, requested, compat=compat == "topograph", names=names), inputs.gpus
@@ -461,15 +469,15 @@ def import_(
     file: Path = typer.Argument(..., help="ibnetdiscover output (default or -p) from a real fabric."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the spec YAML ('-' = stdout)."),
     name: Optional[str] = typer.Option(None, "--name", help="Spec name (default: the file's stem)."),
-    gpus_per_hca: int = typer.Option(1, "--gpus-per-hca", min=0, help="GPUs to give a tray per HCA."),
+    gpus_per_hca: int = typer.Option(1, "--gpus-per-hca", min=0, max=64, help="GPUs to give a tray per HCA."),
 ) -> None:
     """Turn a real ibnetdiscover dump into an explicit spec every command can use."""
     dump = ibnetdiscover.parse_file(str(file))
-    for w in dump.warnings:
-        err.print(f"warning: {w}")
     data = spec_from_fabric(dump.fabric, name or file.stem, gpus_per_hca=gpus_per_hca,
-                            description=f"imported from {file.name}")
-    text = yaml.safe_dump(data, sort_keys=False, width=120)
+                            description=f"imported from {file.name}", warnings=dump.warnings)
+    _warn(dump.warnings, dump.warnings_dropped)
+    # libyaml's emitter when PyYAML has it: the same text, ten times faster on a large fabric
+    text = yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, width=120)
     _write(text, output)
     f = dump.fabric
     if str(output) != "-":
@@ -479,6 +487,29 @@ def import_(
         raise typer.Exit(1)
 
 
+def _is(e: Exception, name: str) -> bool:
+    """Whether ``e`` is click's exception ``name``, from click or typer's copy of it."""
+    return any(c.__name__ == name and c.__module__.split(".")[0] in ("click", "typer")
+               for c in type(e).__mro__)
+
+
+def _usage_where(e) -> str:
+    param = getattr(e, "param", None)
+    if param is None:
+        return ""
+    opts = list(getattr(param, "opts", None) or [])
+    if getattr(param, "param_type_name", "") == "option" and opts:
+        return f"{max(opts, key=len)}: "
+    return f"{(param.name or '').upper()}: " if param.name else ""
+
+
+def _usage_what(e) -> str:
+    what = (getattr(e, "message", "") if getattr(e, "param", None) is not None else "") or e.format_message()
+    what = " ".join(str(what).split())
+    cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "fabriclab"
+    return f"{what} (see '{cmd} --help')"
+
+
 def main() -> None:
     """Entry point: run the app, turning user errors into ``error:`` lines."""
     try:
@@ -486,10 +517,9 @@ def main() -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)
     except FabriclabError as e:
-        for p in e.warnings:
-            err.print(f"warning: {p}", markup=False)
-        for p in e.problems:
-            err.print(f"error: {p}", markup=False)
+        _warn(e.warnings, e.warnings_dropped)
+        for line in shown(e.problems, "error", e.dropped):
+            err.print(line, markup=False)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -499,10 +529,14 @@ def main() -> None:
     except BrokenPipeError:
         sys.exit(0)
     except Exception as e:
-        # Usage errors come from typer's (vendored) click: they know how to show themselves.
-        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            sys.exit(e.exit_code)
+        # Usage errors come from click (vendored by newer typer): its own text is several
+        # lines (usage, a hint, "Error: ..."); one line instead.
+        if _is(e, "UsageError"):
+            err.print(f"error: {_usage_where(e)}{_usage_what(e)}", markup=False)
+            sys.exit(2)
+        if _is(e, "ClickException"):
+            err.print(f"error: {' '.join(str(e.format_message()).split())}", markup=False)
+            sys.exit(e.exit_code if isinstance(getattr(e, "exit_code", None), int) else 2)
         if os.environ.get("FABRICLAB_DEBUG"):  # pragma: no cover - a bug, not a user error
             raise
         err.print(f"error: internal: {type(e).__name__}: {e} (set FABRICLAB_DEBUG=1 for a traceback)",

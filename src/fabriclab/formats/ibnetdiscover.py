@@ -17,9 +17,11 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..errors import InputError, Problem
-from ..model import rates
-from ..model.fabric import Fabric, Node, NodeType, PhysState, Port
+from .. import inputs
+from ..errors import InputError, Problem, ProblemLog
+from ..limits import DEVID_MAX, DUMP_BYTES_MAX, DUMP_LINE_MAX, MAX_PORTS, NODE_DESC_BYTES, VENDID_MAX
+from ..model import addressing, rates
+from ..model.fabric import DOWN_SPEED, DOWN_WIDTH, Fabric, FabricError, Node, NodeType, PhysState, Port
 from .libibnetdisc import Scan, scan
 
 # --- rendering ----------------------------------------------------------------------
@@ -117,6 +119,13 @@ def render_ports(fabric: Fabric, start: Port, *, found: Scan | None = None) -> s
 
 
 # --- parsing -------------------------------------------------------------------------
+#
+# Hostile input is bounded before it is read: a line longer than any ibnetdiscover
+# prints is skipped, every number pattern has a bounded number of digits (so int() is
+# cheap and never refused), GUIDs have at most 16 hex digits, ports are 1-254, and no
+# pattern can backtrack more than a bounded amount.  Problems are warnings (the first
+# PROBLEMS_KEPT kept, the rest counted); addresses that InfiniBand does not allow are
+# repaired by the same rules ``validate`` applies (fabriclab.model.addressing).
 
 
 @dataclass
@@ -130,6 +139,7 @@ class Dump:
     from_port_guid: int | None = None
     generated: str | None = None
     warnings: list[Problem] = field(default_factory=list)
+    warnings_dropped: int = 0  # warnings beyond the kept ones, counted only
 
     @property
     def from_port(self) -> Port | None:
@@ -145,38 +155,49 @@ class Dump:
         return next((p for p in node.iter_ports() if p.peer is not None), None)
 
 
-_NODE_RE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]*)"\s*(.*)$')
-_SW_TAIL = re.compile(r'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+(\d+)\s+lmc\s+(\d+)')
+_N = r"\d{1,3}"  # a port number or port count (checked against 1-254 after matching)
+_LID = r"\d{1,6}"  # a LID (checked against the unicast range by the addressing rules)
+_HEX = r"[0-9a-fA-F]{1,16}"  # a GUID: 64 bits
+_ANYHEX = r"[0-9a-fA-F]{1,64}"  # as written; more than 16 digits is reported
+_NODE_RE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d{1,8})\s+"([^"]*)"\s*(.*)$')
+_SW_TAIL = re.compile(rf'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+({_LID})\s+lmc\s+(\d{{1,3}})')
 _DESC_TAIL = re.compile(r'^#\s*"(.*)"')
 _PORT_RE = re.compile(
-    r'^\[(\d+)\](?:\[ext \d+\])?((?:\([^)]*\))*)\s*"([^"]+)"\[(\d+)\](?:\[ext \d+\])?'
-    r"(?:\s*\(([0-9a-fA-F]+)\))?\s*(.*)$"
+    rf'^\[({_N})\](?:\[ext {_N}\])?((?:\([^)]*\))*)\s*"([^"]+)"\[({_N})\](?:\[ext {_N}\])?'
+    rf"(?:\s*\(({_ANYHEX})\))?\s*(.*)$"
 )
 _FAST_SW_PORT = re.compile(
-    r'^\[(\d+)\]\t"([SHR]-[0-9a-f]{16})"\[(\d+)\](?:\(([0-9a-f]+)\) )?\t\t# "(.*)" lid (\d+) (\S+)$')
+    rf'^\[({_N})\]\t"([SHR]-[0-9a-f]{{16}})"\[({_N})\](?:\(({_HEX})\) )?\t\t# "(.*)" lid ({_LID}) (\S+)$')
 _FAST_CA_PORT = re.compile(
-    r'^\[(\d+)\]\(([0-9a-f]+)\) \t"([SHR]-[0-9a-f]{16})"\[(\d+)\](?: \(([0-9a-f]+)\) )?\t\t'
-    r'# lid (\d+) lmc (\d+) "(.*)" lid (\d+) (\S+)$')
-_SW_PORT_TAIL = re.compile(r'^#\s*"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
-_CA_PORT_TAIL = re.compile(r'^#\s*lid\s+(\d+)\s+lmc\s+(\d+)\s+"(.*)"\s+lid\s+(\d+)(?:\s+(\S+))?')
-_IDS_RE = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x([0-9a-fA-F]+)(?:\(([0-9a-fA-F]+)\))?")
-_FROM_RE = re.compile(r"^#\s*Initiated from node ([0-9a-fA-F]+) port ([0-9a-fA-F]+)")
+    rf'^\[({_N})\]\(({_HEX})\) \t"([SHR]-[0-9a-f]{{16}})"\[({_N})\](?: \(({_HEX})\) )?\t\t'
+    rf'# lid ({_LID}) lmc (\d{{1,3}}) "(.*)" lid ({_LID}) (\S+)$')
+_SW_PORT_TAIL = re.compile(rf'^#\s*"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
+_CA_PORT_TAIL = re.compile(rf'^#\s*lid\s+({_LID})\s+lmc\s+(\d{{1,3}})\s+"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
+_IDS_RE = re.compile(rf"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x({_ANYHEX})(?:\(({_ANYHEX})\))?")
+_FROM_RE = re.compile(rf"^#\s*Initiated from node ({_HEX}) port ({_HEX})")
 _GEN_RE = re.compile(r"^#\s*Topology file: generated on (.*)$")
-_RATE_RE = re.compile(r"^(\d+x)([A-Za-z0-9?]+)$")
+_RATE_RE = re.compile(r"^(\d{1,2}x)([A-Za-z0-9?]{1,8})$")
 _PORTS_LINE = re.compile(
-    r"^(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s+(\S+)\s+(\S+)\s*(.*)$"
+    rf"^(CA|SW|RT)\s+({_LID})\s+(\d{{1,8}})\s+0x({_ANYHEX})\s+(\S+)\s+(\S+)\s*(.*)$"
 )
+# Descriptions are at most 64 bytes: bounded, two quoted descriptions cannot make the
+# match backtrack quadratically (an unbounded '(.*)' - '(.*)' took 17 s on a 100 KB line).
 _PORTS_PEER = re.compile(
-    r"^-\s+(CA|SW|RT)\s+(\d+)\s+(\d+)\s+0x([0-9a-fA-F]+)\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)\s*$"
+    rf"^-\s+(CA|SW|RT)\s+({_LID})\s+(\d{{1,8}})\s+0x({_ANYHEX})\s+\(\s*'(.{{0,{NODE_DESC_BYTES}}})'\s+-\s+"
+    rf"'(.{{0,{NODE_DESC_BYTES}}})'\s*\)\s*$"
 )
 _GROUPING = re.compile(r"^(Chassis \d+|Non-Chassis Nodes|Hostname:|# (Spine|Line) Nodes|# Chassis (Switches|CAs))")
+_DIRECTIVE = re.compile(r"^\w{1,64}\s*=")  # ibsim net directives: width=, speed=, …
 _ID_GUID = re.compile(r"^([SHR])-([0-9a-fA-F]{1,16})$")
+_LONG_ID_GUID = re.compile(r"^[SHR]-[0-9a-fA-F]{17,}$")
+_HEXES = re.compile(r"\(([^)]*)\)")
 _TYPE_BY_PREFIX = {"S": NodeType.SWITCH, "H": NodeType.CA, "R": NodeType.ROUTER}
 _TYPE_BY_WORD = {"Switch": NodeType.SWITCH, "Ca": NodeType.CA, "Hca": NodeType.CA, "Rt": NodeType.ROUTER}
 _TYPE_BY_ABBR = {"SW": NodeType.SWITCH, "CA": NodeType.CA, "RT": NodeType.ROUTER}
 
 
 _RATE_CACHE: dict[str, tuple[rates.Width, rates.Speed] | None] = {}
+_RATE_CACHE_MAX = 256  # garbage tokens must not grow it without bound
 
 
 def _rate_tokens(tok: str | None) -> tuple[rates.Width, rates.Speed] | None:
@@ -187,7 +208,8 @@ def _rate_tokens(tok: str | None) -> tuple[rates.Width, rates.Speed] | None:
         return hit
     m = _RATE_RE.match(tok)
     out = (rates.width_or_unknown(m.group(1)), rates.speed_or_unknown(m.group(2))) if m else None
-    _RATE_CACHE[tok] = out
+    if len(_RATE_CACHE) < _RATE_CACHE_MAX:
+        _RATE_CACHE[tok] = out
     return out
 
 
@@ -212,23 +234,31 @@ class _NodeRec:
     max_port: int = 0
 
 
+def _guid(text: str) -> int | None:
+    """A GUID as written, or None when it has more than 64 bits."""
+    return int(text, 16) if len(text.lstrip("0")) <= 16 else None
+
+
 class _Parser:
     def __init__(self, source: str):
         self.source = source
         self.recs: dict[str, _NodeRec] = {}
         self.order: list[str] = []
         self.links: dict[tuple[str, int], tuple[str, int, tuple | None, int]] = {}
-        self.warnings: list[Problem] = []
+        self.log = ProblemLog()
         self.from_guid = self.from_port_guid = None
         self.generated = None
 
     def warn(self, line: int, what: str) -> None:
-        self.warnings.append(Problem(f"{self.source}:{line}", what))
+        self.log.add(f"{self.source}:{line}" if line else self.source, what)
 
-    def rec(self, label: str, type: NodeType | None = None) -> _NodeRec:
+    def rec(self, label: str, type: NodeType | None = None, line: int = 0) -> _NodeRec:
         r = self.recs.get(label)
         if r is None:
             m = _ID_GUID.match(label)
+            if m is None and _LONG_ID_GUID.match(label):
+                self.warn(line, f"node id {label[:40]!r} has a GUID of more than 64 bits; "
+                          "kept as a plain name")
             t = type or (_TYPE_BY_PREFIX[m.group(1)] if m else NodeType.CA)
             r = _NodeRec(label, t)
             if m:
@@ -237,8 +267,25 @@ class _Parser:
             self.order.append(label)
         return r
 
+    def port_ok(self, pnum: int, label: str, line: int) -> bool:
+        """A cabled port is 1-254 (port 0 is a switch's internal port, and NumPorts is
+        8 bits with 255 reserved)."""
+        if pnum == 0:
+            self.warn(line, f"{label}[0]: port 0 is a switch's internal port and has no cable; "
+                      "line skipped")
+            return False
+        if pnum > MAX_PORTS:
+            self.warn(line, f"{label}[{pnum}]: InfiniBand ports are 1-{MAX_PORTS}; line skipped")
+            return False
+        return True
+
     def add_link(self, a: str, ap: int, b: str, bp: int, rate, line: int) -> None:
         """Record a cable; a dump lists most cables from both ends."""
+        if not (self.port_ok(ap, a, line) and self.port_ok(bp, b, line)):
+            return
+        if a == b and ap == bp:
+            self.warn(line, f"{a}[{ap}] is cabled to itself; line skipped")
+            return
         links = self.links
         k1, k2 = (a, ap), (b, bp)
         p1 = links.get(k1)
@@ -257,14 +304,24 @@ class _Parser:
             links[k1] = (b, bp, rate, p1[3])
             links[k2] = (a, ap, rate, p1[3])
 
+    def long_line(self, no: int, line: str) -> bool:
+        if len(line) > DUMP_LINE_MAX:
+            self.warn(no, f"a line of {len(line)} characters, longer than ibnetdiscover prints "
+                      f"(at most {DUMP_LINE_MAX}); skipped")
+            return True
+        return False
+
     # -- default format -------------------------------------------------------------
     def parse_topology(self, lines: list[str]) -> None:
         ids: dict[str, tuple[int, int | None]] = {}
+        ids_line = 0
         cur: _NodeRec | None = None
         for no, raw in enumerate(lines, 1):
             line = raw.strip()
             if not line:
                 cur = None
+                continue
+            if self.long_line(no, line):
                 continue
             c0 = line[0]
             if c0 == "[" and cur is not None:
@@ -279,26 +336,38 @@ class _Parser:
                 continue
             m = _IDS_RE.match(line)
             if m:
-                ids[m.group(1)] = (int(m.group(2), 16), int(m.group(3), 16) if m.group(3) else None)
+                value, paren = _guid(m.group(2)), m.group(3) and _guid(m.group(3))
+                if value is None or (m.group(3) and paren is None):
+                    self.warn(no, f"{m.group(1)} has more than 64 bits; ignored")
+                else:
+                    ids[m.group(1)] = (value, paren if m.group(3) else None)
+                    ids_line = ids_line or no
                 continue
             m = _NODE_RE.match(line)
             if m:
                 cur = self.node_line(m, ids, no)
-                ids = {}
+                ids, ids_line = {}, 0
                 continue
             if c0 == "[":
                 self.warn(no, "port line outside a node block")
                 continue
             if line.startswith("ibwarn") or _GROUPING.match(line) or line.startswith(("Topology file", "Initiated")):
                 continue
-            if re.match(r"^\w+\s*=", line):  # ibsim net directives: width=, speed=, …
+            if _DIRECTIVE.match(line):
                 continue
             self.warn(no, f"not an ibnetdiscover line: {line[:60]!r}")
+        if ids:
+            self.warn(ids_line, f"{', '.join(ids)} without the node line that follows them: "
+                      "the file looks truncated")
 
-    def node_line(self, m: re.Match, ids: dict, no: int) -> _NodeRec:
+    def node_line(self, m: re.Match, ids: dict, no: int) -> _NodeRec | None:
         word, nports, label, tail = m.group(1), int(m.group(2)), m.group(3), m.group(4)
         t = _TYPE_BY_WORD[word]
-        r = self.rec(label, t)
+        if not 1 <= nports <= MAX_PORTS:
+            self.warn(no, f"{label} has {nports} ports, but a node has 1-{MAX_PORTS} (NumPorts is "
+                      "8 bits); its port count is taken from its cables")
+            nports = 0
+        r = self.rec(label, t, no)
         if r.defined_at:
             self.warn(no, f"node {label} appears twice (first at line {r.defined_at}); keeping the first")
             return r
@@ -335,6 +404,8 @@ class _Parser:
             m = _FAST_SW_PORT.match(line)
             if m:
                 pnum, rlabel, rp = int(m.group(1)), m.group(2), int(m.group(3))
+                if not self.in_node(cur, pnum, no):
+                    return
                 far = self.recs.get(rlabel) or self.rec(rlabel)
                 if far.desc is None:
                     far.desc = m.group(5)
@@ -343,13 +414,16 @@ class _Parser:
                         far.lid = int(m.group(6))
                 else:
                     far.port_lids.setdefault(rp, (int(m.group(6)), 0))
-                    far.port_guids[rp] = int(m.group(4), 16)
+                    if m.group(4) is not None:
+                        far.port_guids[rp] = int(m.group(4), 16)
                 self.add_link(cur.label, pnum, rlabel, rp, _rate_tokens(m.group(7)), no)
                 return
         else:
             m = _FAST_CA_PORT.match(line)
             if m:
                 pnum, rlabel, rp = int(m.group(1)), m.group(3), int(m.group(4))
+                if not self.in_node(cur, pnum, no):
+                    return
                 cur.port_guids[pnum] = int(m.group(2), 16)
                 cur.port_lids[pnum] = (int(m.group(6)), int(m.group(7)))
                 far = self.recs.get(rlabel) or self.rec(rlabel)
@@ -360,7 +434,8 @@ class _Parser:
                         far.lid = int(m.group(9))
                 else:
                     far.port_lids.setdefault(rp, (int(m.group(9)), 0))
-                    far.port_guids[rp] = int(m.group(5), 16)
+                    if m.group(5) is not None:
+                        far.port_guids[rp] = int(m.group(5), 16)
                 self.add_link(cur.label, pnum, rlabel, rp, _rate_tokens(m.group(10)), no)
                 return
         m = _PORT_RE.match(line)
@@ -369,10 +444,9 @@ class _Parser:
             return
         pnum, lparen, rlabel, rp, rguid, tail = (
             int(m.group(1)), m.group(2), m.group(3), int(m.group(4)), m.group(5), m.group(6))
-        if cur.nports and not 1 <= pnum <= cur.nports:
-            self.warn(no, f"{cur.label} has {cur.nports} ports, not {pnum}")
+        if not self.in_node(cur, pnum, no):
             return
-        far = self.rec(rlabel)
+        far = self.rec(rlabel, line=no)
         rate = None
         if cur.type == NodeType.SWITCH:
             tm = _SW_PORT_TAIL.match(tail)
@@ -387,10 +461,14 @@ class _Parser:
                 else:
                     far.port_lids.setdefault(rp, (rlid, 0))
         else:
-            guids = [g.strip("()") for g in re.findall(r"\([^)]*\)", lparen)]
-            hexes = [g for g in guids if re.fullmatch(r"[0-9a-fA-F]+", g)]
+            hexes = [g.strip() for g in _HEXES.findall(lparen)]
+            hexes = [g for g in hexes if g and all(c in "0123456789abcdefABCDEF" for c in g)]
             if hexes:
-                cur.port_guids[pnum] = int(hexes[-1], 16)
+                g = _guid(hexes[-1])
+                if g is None:
+                    self.warn(no, f"port GUID {hexes[-1][:40]} has more than 64 bits; ignored")
+                else:
+                    cur.port_guids[pnum] = g
             tm = _CA_PORT_TAIL.match(tail)
             if tm:
                 cur.port_lids[pnum] = (int(tm.group(1)), int(tm.group(2)))
@@ -404,8 +482,18 @@ class _Parser:
                 else:
                     far.port_lids.setdefault(rp, (rlid, 0))
         if rguid:
-            far.port_guids[rp] = int(rguid, 16)
+            g = _guid(rguid)
+            if g is None:
+                self.warn(no, f"port GUID {rguid[:40]} has more than 64 bits; ignored")
+            elif far.type != NodeType.SWITCH:
+                far.port_guids[rp] = g
         self.add_link(cur.label, pnum, rlabel, rp, rate, no)
+
+    def in_node(self, cur: _NodeRec, pnum: int, no: int) -> bool:
+        if cur.nports and pnum > cur.nports:
+            self.warn(no, f"{cur.label} has {cur.nports} ports, not {pnum}")
+            return False
+        return True
 
     # -- ports report (-p) ------------------------------------------------------------
     def parse_ports(self, lines: list[str]) -> None:
@@ -416,15 +504,29 @@ class _Parser:
             line = raw.strip()
             if not line or line.startswith(("#", "ibwarn")):
                 continue
+            if self.long_line(no, line):
+                continue
             m = _PORTS_LINE.match(line)
             if not m:
                 self.warn(no, f"not an ibnetdiscover -p line: {line[:60]!r}")
                 continue
-            t, lid, pnum, pguid = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4), 16)
+            t, lid, pnum, pguid = m.group(1), int(m.group(2)), int(m.group(3)), _guid(m.group(4))
             w, s, rest = rates.width_or_unknown(m.group(5)), rates.speed_or_unknown(m.group(6)), m.group(7).strip()
+            if pguid is None:
+                self.warn(no, f"port GUID 0x{m.group(4)[:40]} has more than 64 bits; line skipped")
+                continue
+            if not self.port_ok(pnum, f"0x{pguid:x}", no):
+                continue
             pm = _PORTS_PEER.match(rest)
             if pm:
-                far = (pm.group(1), int(pm.group(2)), int(pm.group(3)), int(pm.group(4), 16), pm.group(6))
+                fguid = _guid(pm.group(4))
+                fport = int(pm.group(3))
+                if fguid is None:
+                    self.warn(no, f"port GUID 0x{pm.group(4)[:40]} has more than 64 bits; line skipped")
+                    continue
+                if not self.port_ok(fport, f"0x{fguid:x}", no):
+                    continue
+                far = (pm.group(1), int(pm.group(2)), fport, fguid, pm.group(6))
                 desc = pm.group(5)
             else:
                 far = None
@@ -470,12 +572,18 @@ class _Parser:
         for label in self.order:
             r = self.recs[label]
             if not r.defined_at:
-                self.warnings.append(Problem(self.source, f"node {label} ({r.desc or '?'}) is only "
-                                             f"named as the far end of a cable; its ports are unknown"))
+                self.warn(0, f"node {label} ({r.desc or '?'}) is only named as the far end of a "
+                          "cable; its ports are unknown")
             nports = max(r.nports, r.max_port, 1)
             ident = None if _ID_GUID.match(label) else label
             guid = r.guid if r.guid is not None else 0
-            n = Node(r.type, guid, nports, r.desc or "", vendid=r.vendid, devid=r.devid,
+            desc = r.desc or ""
+            if len(desc.encode()) > NODE_DESC_BYTES:
+                self.warn(r.defined_at if r.defined_at > 0 else 0,
+                          f"{label}: description {desc[:30]!r}… is longer than the {NODE_DESC_BYTES} "
+                          "bytes of a NodeDescription; cut to that")
+                desc = desc.encode()[:NODE_DESC_BYTES].decode(errors="ignore")
+            n = Node(r.type, guid, nports, desc, vendid=r.vendid, devid=r.devid,
                      sysimgguid=r.sysimgguid, port_guid=r.port_guid, ident=ident)
             n.lid, n.lmc, n.enhanced_port0 = r.lid, r.lmc, r.enhanced
             for pn, pg in r.port_guids.items():
@@ -487,11 +595,21 @@ class _Parser:
                     p.lid, p.lmc = lid, lmc  # type: ignore[union-attr]
             for pn, (w, s) in r.down_ports.items():
                 p = n.ports[pn]
-                p.width, p.speed = w, s  # type: ignore[union-attr]
+                if p is not None:
+                    p.width, p.speed = w, s
+            for what, value, top in (("vendor id", n.vendid, VENDID_MAX), ("device id", n.devid, DEVID_MAX)):
+                if value > top:
+                    self.warn(r.defined_at if r.defined_at > 0 else 0,
+                              f"{label}: {what} 0x{value:x} is more than its {top.bit_length()} bits; "
+                              "taken as 0")
+                    if what == "vendor id":
+                        n.vendid = 0
+                    else:
+                        n.devid = 0
             try:
                 fab.add(n)
-            except Exception as e:  # duplicate GUID under two ids
-                self.warnings.append(Problem(self.source, str(e)))
+            except FabricError as e:  # duplicate GUID under two ids
+                self.warn(0, str(e))
                 continue
             nodes[label] = n
         done: set = set()
@@ -503,10 +621,42 @@ class _Parser:
             w, s = rate if rate else (rates.UNKNOWN_WIDTH, rates.UNKNOWN_SPEED)
             pa, pb = nodes[a].ports[ap], nodes[b].ports[bp]
             if pa is None or pb is None:
-                self.warnings.append(Problem(f"{self.source}:{line}", f"bad port in {a}[{ap}] -- {b}[{bp}]"))
+                self.warn(line, f"bad port in {a}[{ap}] -- {b}[{bp}]")
                 continue
-            fab.connect(pa, pb, w, s)
+            try:
+                fab.connect(pa, pb, w, s)
+            except FabricError as e:
+                self.warn(line, str(e))
+        self.repair_addresses(fab)
         return fab
+
+    def repair_addresses(self, fab: Fabric) -> None:
+        """What ``validate`` would refuse (fabriclab.model.addressing), repaired: a LID
+        outside the unicast range or overlapping another is left unassigned (import gives
+        it one from the LID plan); a node whose GUID another node owns is left out."""
+        for a in addressing.problems(fab):
+            if a.kind == "lid":
+                if a.port is not None:
+                    a.port.lid = a.port.lmc = 0
+                else:
+                    a.node.lid = a.node.lmc = 0
+                self.warn(0, f"{a.node.label} ({a.node.desc}): {a.what}; left unassigned")
+            elif a.node in fab.nodes:
+                _remove(fab, a.node)
+                self.warn(0, f"{a.node.label} ({a.node.desc}): {a.what}; node left out")
+
+
+def _remove(fab: Fabric, node: Node) -> None:
+    for p in node.iter_ports():
+        q = p.peer
+        if q is not None:
+            q.peer = None
+            q.width, q.speed, q.phys = DOWN_WIDTH, DOWN_SPEED, PhysState.POLLING
+            p.peer = None
+    fab.nodes.remove(node)
+    if fab.by_guid.get(node.guid) is node:
+        del fab.by_guid[node.guid]
+    fab.by_label.pop(node.label, None)
 
 
 def _ca_bases(ends) -> dict:
@@ -515,7 +665,7 @@ def _ca_bases(ends) -> dict:
     belong to one node.  Any other CA port is its own node, GUID = port GUID (mlx5)."""
     groups: dict = {}
     for t, _lid, pnum, pguid, desc in ends:
-        if t != "SW":
+        if t != "SW" and pguid - pnum > 0:
             groups.setdefault((desc, pguid - pnum), set()).add((pguid, pnum))
     out = {}
     for (desc, base), members in groups.items():
@@ -529,15 +679,21 @@ def parse(text: str, source: str = "<input>") -> Dump:
     """Parse ibnetdiscover output (default or ``-p``, detected) into a fabric."""
     lines = text.splitlines()
     p = _Parser(source)
+    if lines and not text.endswith(("\n", "\r")) and lines[-1].strip():
+        p.warn(len(lines), f"the last line ends without a newline: the file looks truncated; "
+               f"line skipped ({lines[-1].strip()[:40]!r})")
+        lines[-1] = ""
     kind = "ports" if _looks_like_ports(lines) else "topology"
     if kind == "ports":
         p.parse_ports(lines)
     else:
         p.parse_topology(lines)
     if not p.recs:
-        raise InputError([Problem(source, "no nodes found: not ibnetdiscover output")])
+        raise InputError([Problem(source, "no nodes found: not ibnetdiscover output")],
+                         warnings=p.log.items, warnings_dropped=p.log.dropped)
     fab = p.fabric()
-    return Dump(fab, source, kind, p.from_guid, p.from_port_guid, p.generated, p.warnings)
+    return Dump(fab, source, kind, p.from_guid, p.from_port_guid, p.generated, p.log.items,
+                p.log.dropped)
 
 
 def _looks_like_ports(lines: list[str]) -> bool:
@@ -545,18 +701,19 @@ def _looks_like_ports(lines: list[str]) -> bool:
         s = line.strip()
         if not s or s.startswith(("#", "ibwarn")):
             continue
-        return bool(_PORTS_LINE.match(s))
+        return len(s) <= DUMP_LINE_MAX and bool(_PORTS_LINE.match(s))
     return False
 
 
+def read_file(path: str) -> str:
+    """A dump's text: size-checked before reading; a binary file is refused at once
+    (ibnetdiscover prints text; any undecodable byte becomes U+FFFD)."""
+    return inputs.read_text(path, DUMP_BYTES_MAX, "ibnetdiscover output", strict=False,
+                            prefix="no nodes found: ")
+
+
 def parse_file(path: str) -> Dump:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError([Problem(path, f"cannot read: {e.strerror}")]) from None
-    return parse(text, path)
+    return parse(read_file(path), path)
 
 
 __all__ = ["render", "render_ports", "parse", "parse_file", "Dump", "header"]
-_ = PhysState  # re-exported for users that check port states after parsing

@@ -12,7 +12,9 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import InputError, Problem
+from .. import inputs
+from ..errors import InputError, Problem, ProblemLog
+from ..limits import MAX_HOSTS, SMI_BYTES_MAX
 from ..model.cluster import Tray
 
 TOPOGRAPH_QUERY = "--query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader"
@@ -111,37 +113,47 @@ class SmiAnswers:
 
 
 _PDSH = re.compile(r"^([^:\s]+)\s*:\s?(.*)$")
+GPUS_PER_HOST_MAX = 64  # a tray's GPUs in a spec (TrayGroup.gpus)
 
 
 def parse_pdsh(text: str, source: str) -> SmiAnswers:
     ans = SmiAnswers(source)
-    for no, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
+    log = ProblemLog()
+    raw: dict[str, list[str]] = {}
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
         # topograph splits at the first ':' and keeps whatever follows (parsePdshNvidiaSMIOutput)
-        if ":" in raw:
-            host, rest = raw.split(":", 1)
-            ans.raw[host.strip()] = ans.raw.get(host.strip(), "") + rest.strip() + "\n"
-        m = _PDSH.match(raw)
+        if ":" in line:
+            host, rest = line.split(":", 1)
+            raw.setdefault(host.strip(), []).append(rest.strip() + "\n")
+        m = _PDSH.match(line)
         if not m:
-            ans.problems.append(Problem(f"{source}:{no}", f"not a 'host: <uuid>, <clique>' line: {raw[:60]!r}"))
+            log.add(f"{source}:{no}", f"not a 'host: <uuid>, <clique>' line: {line[:60]!r}")
             continue
         host, rest = m.group(1), m.group(2).strip()
         fields = [f.strip() for f in rest.split(",")]
         if len(fields) != 2:
-            ans.problems.append(Problem(f"{source}:{no}", f"{host}: expected '<uuid>, <clique>', got {rest!r}"))
+            log.add(f"{source}:{no}", f"{host[:64]}: expected '<uuid>, <clique>', got {rest[:60]!r}")
             continue
-        gpus = ans.hosts.setdefault(host, [])
-        gpus.append(GpuAnswer(host, len(gpus), fields[0], fields[1], no))
+        gpus = ans.hosts.get(host)
+        if gpus is None:
+            if len(ans.hosts) >= MAX_HOSTS:
+                raise InputError([Problem(f"{source}:{no}", f"answers from more than {MAX_HOSTS} hosts")])
+            gpus = ans.hosts[host] = []
+        if len(gpus) >= GPUS_PER_HOST_MAX:
+            log.add(f"{source}:{no}", f"{host[:64]}: more than {GPUS_PER_HOST_MAX} GPUs answer; ignored")
+            continue
+        gpus.append(GpuAnswer(host, len(gpus), fields[0][:64], fields[1][:64], no))
+    ans.raw = {h: "".join(parts) for h, parts in raw.items()}  # joined once: linear in the text
+    ans.problems = log.items
+    if log.dropped:
+        ans.problems.append(Problem(source, f"{log.dropped} more lines like these"))
     return ans
 
 
 def parse_pdsh_file(path: str) -> SmiAnswers:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return parse_pdsh(f.read(), path)
-    except OSError as e:
-        raise InputError([Problem(path, f"cannot read: {e.strerror}")]) from None
+    return parse_pdsh(inputs.read_text(path, SMI_BYTES_MAX, "nvidia-smi answers", strict=False), path)
 
 
 def topograph_partition(output: str) -> str:

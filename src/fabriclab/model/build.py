@@ -23,9 +23,10 @@ import uuid
 from dataclasses import dataclass
 
 from ..errors import Problem, SpecError
+from ..limits import LID_MAX, LID_MIN, MAX_PORTS, NAME_MAX, NODE_DESC_BYTES, UNICAST_LIDS
 from ..spec import hostlist
 from ..spec.schema import CaSpec, Explicit, FatTree, HcaSpec, Spec, SwitchSpec, TrayGroup
-from . import hardware, rates
+from . import addressing, hardware, rates
 from .cluster import Cluster, Domain, Gpu, Tray
 from .fabric import Fabric, FabricError, Node, NodeType, Port, mlnx_ext_port_info_supported
 from .ids import GuidAllocator
@@ -55,6 +56,9 @@ class _Builder:
         self.switch_by_name: dict[str, Node] = {}
         self.ca_by_name: dict[str, Node] = {}
         self.problems: list[Problem] = []
+        self.where: dict[int, str] = {}  # id(node) -> the spec path it comes from
+        self.ca_ports = 0  # end ports of CAs, counted before anything is built
+        self.tray_by_host: dict[str, Tray] | None = None
 
     def fail(self, where: str, what: str) -> SpecError:
         return SpecError([Problem(where, what)])
@@ -62,6 +66,7 @@ class _Builder:
     # --- driver ---------------------------------------------------------------------
     def run(self) -> Cluster:
         spec = self.spec
+        self._check_size()
         self._reserve_explicit_guids()
         self._make_trays()
         try:
@@ -72,9 +77,43 @@ class _Builder:
         except FabricError as e:
             raise self.fail("fabric", str(e)) from None
         assign_tiers(self.fabric)
+        self._check_addresses()  # what the spec gives, before the plan fills in the rest
         self._assign_lids()
+        self._check_addresses()
         domains = self._nvlink()
         return Cluster(spec.name, self.fabric, self.trays, domains, spec.description)
+
+    # --- size -----------------------------------------------------------------------
+    def _check_size(self) -> None:
+        """Count end ports before building anything: every CA port and every switch needs
+        one of the 49,151 unicast LIDs."""
+        ports = 0
+        for gi, group in enumerate(self.spec.trays):
+            try:
+                hosts = hostlist.count(group.hosts)
+            except hostlist.HostlistError as e:
+                raise self.fail(f"trays[{gi}].hosts", f"bad hostlist: {e}") from None
+            per_tray = sum(h.ports for h in _hca_specs(group))
+            ports += hosts * per_tray
+        ex = self.spec.fabric.explicit
+        switches = 0
+        if ex is not None:
+            ports += sum(c.ports for c in ex.cas)
+            switches = len(ex.switches)
+        self.ca_ports = ports
+        self._check_lid_budget(switches, "trays" if self.spec.trays else "fabric")
+        if ex is not None:
+            room = sum((s.ports or hardware.switch_model(s.model).nports) for s in ex.switches) + ports
+            if 2 * len(ex.links) > room:
+                raise self.fail("fabric.explicit.links", f"{len(ex.links)} links need {2 * len(ex.links)} "
+                                f"ports, but the switches and CAs have {room}")
+
+    def _check_lid_budget(self, switches: int, where: str, extra_cas: int = 0) -> None:
+        need = self.ca_ports + extra_cas + switches
+        if need > UNICAST_LIDS:
+            parts = f"{self.ca_ports + extra_cas} CA ports" + (f" and {switches} switches" if switches else "")
+            raise self.fail(where, f"{parts} need {need} LIDs, one each; a subnet has {UNICAST_LIDS} "
+                            f"unicast LIDs (0x0001-0x{LID_MAX:04X}, IBA 4.1.3)")
 
     # --- GUIDs ----------------------------------------------------------------------
     def _reserve_explicit_guids(self) -> None:
@@ -125,17 +164,26 @@ class _Builder:
                     if h.lids:
                         for p, lid in zip(node.iter_ports(), h.lids):
                             p.lid = lid
-                    self._add(node, f"trays[{gi}]")
+                    self._add(node, f"trays[{gi}].hcas[{hi}]" if isinstance(group.hcas, list)
+                              else f"trays[{gi}]")
                     tray.hcas.append(node)
                 for g in range(group.gpus):
                     tray.gpus.append(Gpu(tray, g))
                 self.trays.append(tray)
 
     def _add(self, node: Node, where: str) -> Node:
+        size = len(node.desc.encode())
+        if size > NODE_DESC_BYTES:
+            raise self.fail(where, f"description {node.desc[:40]!r}… is {size} bytes; a NodeDescription "
+                            f"holds {NODE_DESC_BYTES} (IBA 14.2.5.2)")
+        if not 1 <= node.nports <= MAX_PORTS:
+            raise self.fail(where, f"{node.nports} ports; a node has 1-{MAX_PORTS}")
         try:
-            return self.fabric.add(node)
+            self.fabric.add(node)
         except FabricError as e:
             raise self.fail(where, str(e)) from None
+        self.where[id(node)] = where
+        return node
 
     def _endpoints(self) -> list[list[Port]]:
         """Per tray, its HCA ports in rail order (HCA-major, then port)."""
@@ -223,6 +271,30 @@ class _Builder:
         speed = self._link_speed(ft, model)
         width = rates.width(ft.width)
 
+        # Every count first, so that the LIDs are counted before any switch is made.
+        S = Lp = pods = C = k = k2 = spine_down = 0
+        if tiers == 2:
+            S = self._spine_count(ft.spines, U, leaves_n, radix, f"{where}.spines")
+            k = U // S
+            switches = leaves_n + S
+        elif tiers == 3:
+            Lp = ft.leaves_per_pod or self._default_leaves_per_pod(ft, rails, radix)
+            pods = math.ceil(leaves_n / Lp)
+            S = self._spine_count(ft.spines, U, Lp, radix // 2 if ft.spine_uplinks is None else
+                                  radix - ft.spine_uplinks, f"{where}.spines")
+            k = U // S
+            spine_down = Lp * k
+            U2 = ft.spine_uplinks if ft.spine_uplinks is not None else spine_down
+            if spine_down + U2 > radix:
+                raise self.fail(f"{where}.spine_uplinks", f"spines need {spine_down} down + {U2} up "
+                                f"ports, but a {model.key} has {radix}")
+            C = self._core_count(ft.cores_per_group, U2, pods, radix, f"{where}.cores_per_group")
+            k2 = U2 // C
+            switches = leaves_n + pods * S + S * C
+        else:
+            switches = leaves_n
+        self._check_lid_budget(switches, where, extra_cas=switches if ft.sharp and model.an_port else 0)
+
         # Leaves.
         leaves: list[Node] = []
         for g in range(groups):
@@ -246,8 +318,6 @@ class _Builder:
         if tiers == 1:
             return
         if tiers == 2:
-            S = self._spine_count(ft.spines, U, leaves_n, radix, f"{where}.spines")
-            k = U // S
             spines = [self._new_switch(model, self._name(ft.names.spine, where, n=s + 1, i=s,
                                                          pod=1, group=s + 1, rail=0),
                                        "spine", 2, sharp=ft.sharp) for s in range(S)]
@@ -255,20 +325,6 @@ class _Builder:
             return
 
         # Three tiers: pods.
-        Lp = ft.leaves_per_pod or self._default_leaves_per_pod(ft, rails, radix)
-        if Lp < 1:
-            raise self.fail(f"{where}.leaves_per_pod", "must be at least 1")
-        pods = math.ceil(leaves_n / Lp)
-        S = self._spine_count(ft.spines, U, Lp, radix // 2 if ft.spine_uplinks is None else
-                              radix - ft.spine_uplinks, f"{where}.spines")
-        k = U // S
-        spine_down = Lp * k
-        U2 = ft.spine_uplinks if ft.spine_uplinks is not None else spine_down
-        if spine_down + U2 > radix:
-            raise self.fail(f"{where}.spine_uplinks", f"spines need {spine_down} down + {U2} up "
-                            f"ports, but a {model.key} has {radix}")
-        C = self._core_count(ft.cores_per_group, U2, pods, radix, f"{where}.cores_per_group")
-        k2 = U2 // C
         spines_by_pod: list[list[Node]] = []
         for p in range(pods):
             pod_spines = []
@@ -351,10 +407,17 @@ class _Builder:
         return rates.speed(ft.rate) if ft.rate else rates.speed(model.rate)
 
     def _name(self, pattern: str, where: str, **fields) -> str:
+        # the schema has bounded every width and precision in the pattern (check_pattern)
         try:
-            return pattern.format(**fields)
-        except (KeyError, IndexError, ValueError) as e:
-            raise self.fail(f"{where}.names", f"bad name pattern {pattern!r}: {e}") from None
+            name = pattern.format(**fields)
+        except (KeyError, IndexError, ValueError, TypeError, OverflowError, AttributeError) as e:
+            raise self.fail(f"{where}.names" if where != "nvlink" else "nvlink.name",
+                            f"bad name pattern {pattern!r}: {e}") from None
+        if len(name) > NAME_MAX:
+            raise self.fail(f"{where}.names" if where != "nvlink" else "nvlink.name",
+                            f"pattern {pattern!r} makes the {len(name)}-character name {name[:30]!r}…; "
+                            f"a name has at most {NAME_MAX}")
+        return name
 
     # --- explicit ---------------------------------------------------------------------
     def _explicit(self, ex: Explicit) -> None:
@@ -418,7 +481,9 @@ class _Builder:
         node = self.switch_by_name.get(name) or self.ca_by_name.get(name)
         if node is None and "/" in name:
             host, hca = name.split("/", 1)
-            tray = next((t for t in self.trays if t.host == host), None)
+            if self.tray_by_host is None or len(self.tray_by_host) != len(self.trays):
+                self.tray_by_host = {t.host: t for t in self.trays}
+            tray = self.tray_by_host.get(host)
             node = tray.hca(hca) if tray else None
         if node is None:
             raise self.fail(where, f"no switch, tray HCA or CA named {name!r}")
@@ -427,22 +492,40 @@ class _Builder:
         return node.port(port)
 
     # --- LIDs -------------------------------------------------------------------------
+    def _check_addresses(self) -> None:
+        found = addressing.problems(self.fabric)
+        if found:
+            out = []
+            for a in found:
+                where = self.where.get(id(a.node), "fabric")
+                if a.kind == "lid":
+                    where += ".lids" if a.port is not None else ".lid"
+                elif a.kind == "guid":
+                    where += ".port_guids" if a.port is not None else ".guid"
+                out.append(Problem(where, a.what))
+            raise SpecError(out)
+
     def _assign_lids(self) -> None:
         plan = self.spec.lids
         used: dict[int, str] = {}
         for n in self.fabric.nodes:
             if n.is_switch and n.lid:
-                used[n.lid] = n.desc
+                for lid in range(n.lid, n.lid + (1 << n.lmc)):
+                    used[lid] = n.desc
             elif not n.is_switch:
                 for p in n.iter_ports():
                     if p.lid:
-                        used[p.lid] = n.desc
+                        for lid in range(p.lid, p.lid + (1 << p.lmc)):
+                            used[lid] = n.desc
         switches = sorted((n for n in self.fabric.nodes if n.is_switch and not n.lid),
                           key=lambda n: -n.tier)  # stable: top tier first, then build order
         lid = plan.switch_base
         for n in switches:
             while lid in used:
                 lid += 1
+            if lid > LID_MAX:
+                raise self.fail("lids.switch_base", f"from LID {plan.switch_base}, the switches run "
+                                f"past the last unicast LID {LID_MAX} (0x{LID_MAX:X})")
             n.lid = lid
             used[lid] = n.desc
             lid += 1
@@ -453,14 +536,22 @@ class _Builder:
         order = [h for t in self.trays for h in t.hcas]
         seen = {id(h) for h in order}
         order += [n for n in self.fabric.nodes if not n.is_switch and id(n) not in seen]
+        wrapped = False
         for n in order:
             for p in n.iter_ports():
                 if p.lid:
                     continue
                 while lid in used:
                     lid += 1
-                if lid > 0xBFFF:
-                    raise self.fail("lids", "the fabric has more ports than unicast LIDs (49151)")
+                if lid > LID_MAX and plan.ca_base is None and not wrapped:
+                    # the default base left LIDs below it free; a fabric that fits the
+                    # unicast range (counted before building) fits there
+                    lid, wrapped = LID_MIN, True
+                    while lid in used:
+                        lid += 1
+                if lid > LID_MAX:
+                    raise self.fail("lids", f"from LID {base}, the CA ports run past the last unicast "
+                                    f"LID {LID_MAX} (0x{LID_MAX:X})")
                 p.lid = lid
                 used[lid] = n.desc
                 lid += 1
@@ -482,13 +573,18 @@ class _Builder:
         for di, ds in enumerate(nv.domains):
             where = f"nvlink.domains[{di}]"
             trays = []
-            for h in hostlist.expand(ds.trays):
+            try:
+                names = hostlist.expand(ds.trays)
+            except hostlist.HostlistError as e:
+                raise self.fail(f"{where}.trays", f"bad hostlist: {e}") from None
+            for h in names:
                 if h not in by_host:
                     raise self.fail(f"{where}.trays", f"tray {h!r} is not in trays")
                 if h in owner:
                     raise self.fail(f"{where}.trays", f"tray {h!r} is already in domain {owner[h]!r}")
                 owner[h] = ds.name
                 trays.append(by_host[h])
+            members = {id(t) for t in trays}
             cu = ds.cluster_uuid or str(uuid.uuid5(NVLINK_UUID_NAMESPACE, f"{self.spec.name}/{ds.name}"))
             dom = Domain(ds.name, cu, ds.clique, ds.default_partition, trays)
             domains.append(dom)
@@ -501,7 +597,7 @@ class _Builder:
                     raise self.fail(f"{pw}.id", f"partition id {part.id} appears twice")
                 dom.partitions[part.id] = []
                 for gpu in self._partition_gpus(part.gpus, by_host, f"{pw}.gpus"):
-                    if gpu.tray not in trays:
+                    if id(gpu.tray) not in members:
                         raise self.fail(f"{pw}.gpus", f"{gpu.tray.host} GPU {gpu.index} is not in "
                                         f"domain {ds.name!r}")
                     if gpu.partition is not None:
@@ -517,7 +613,11 @@ class _Builder:
 
     def _partition_gpus(self, text: str, by_host: dict[str, Tray], where: str) -> list[Gpu]:
         out: list[Gpu] = []
-        for term in hostlist._split_top(text):
+        try:
+            terms = hostlist._split_top(text)
+        except hostlist.HostlistError as e:
+            raise self.fail(where, f"bad GPU list: {e}") from None
+        for term in terms:
             hosts_part, _, gpus_part = term.partition(":")
             try:
                 hosts = hostlist.expand(hosts_part)
@@ -528,7 +628,7 @@ class _Builder:
                 if tray is None:
                     raise self.fail(where, f"tray {h!r} is not in trays")
                 if gpus_part:
-                    idx = _index_set(gpus_part, where, self)
+                    idx = _index_set(gpus_part, where, self, h, len(tray.gpus))
                     for i in idx:
                         if i >= len(tray.gpus):
                             raise self.fail(where, f"{h} has {len(tray.gpus)} GPUs, no GPU {i}")
@@ -538,14 +638,20 @@ class _Builder:
         return out
 
 
-def _index_set(text: str, where: str, b: _Builder) -> list[int]:
+def _index_set(text: str, where: str, b: _Builder, host: str, gpus: int) -> list[int]:
+    """GPU indices ``0-1,3``: each checked against the tray's ``gpus`` before any range
+    is expanded."""
     out = []
     for part in text.strip("[]").split(","):
         lo, _, hi = part.partition("-")
-        try:
-            lo_i, hi_i = int(lo), int(hi or lo)
-        except ValueError:
-            raise b.fail(where, f"bad GPU index {part!r}") from None
+        lo, hi = lo.strip(), (hi or lo).strip()
+        if not (lo.isdigit() and hi.isdigit() and len(lo) <= 4 and len(hi) <= 4):
+            raise b.fail(where, f"bad GPU index {part[:40]!r}")
+        lo_i, hi_i = int(lo), int(hi)
+        if lo_i > hi_i:
+            raise b.fail(where, f"GPU range {part!r} runs backwards")
+        if hi_i >= gpus:
+            raise b.fail(where, f"{host} has {gpus} GPUs, no GPU {max(lo_i, gpus)}")
         out.extend(range(lo_i, hi_i + 1))
     return out
 

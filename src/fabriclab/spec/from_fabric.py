@@ -11,11 +11,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..errors import InputError, Problem
+from ..limits import UNICAST_LIDS
 from ..model import hardware
 from ..model.fabric import Fabric, Node, NodeType
 
 _HOST_HCA = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z][A-Za-z0-9_-]*\d)$")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
+# A name that reads back from a link line ("NAME[PORT] -- NAME[PORT]") as itself.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+HCAS_PER_TRAY_MAX = 64  # the spec's limit (TrayGroup.hcas)
+GPUS_PER_TRAY_MAX = 64  # the spec's limit (TrayGroup.gpus)
 _SWITCH_BY_DEVID = {m.devid: k for k, m in hardware.SWITCH_MODELS.items() if m.enhanced_port0}
 _CA_BY_DEVID = {m.devid: k for k, m in hardware.CA_MODELS.items()}
 
@@ -24,9 +30,34 @@ def _hex(v: int) -> str:
     return f"0x{v:016x}"
 
 
+def _unique(cand: str | None, fallback: str, used: set[str]) -> str:
+    """``cand`` when it is a safe name nobody has, else ``fallback`` (a node id), made
+    unique with a suffix if need be."""
+    for name in (cand, fallback):
+        if name and _SAFE_NAME.match(name) and name not in used:
+            used.add(name)
+            return name
+    base = fallback if _SAFE_NAME.match(fallback or "") else "node"
+    k = 2
+    while f"{base[:56]}-{k}" in used:
+        k += 1
+    used.add(f"{base[:56]}-{k}")
+    return f"{base[:56]}-{k}"
+
+
 def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
-                     description: str = "") -> dict[str, Any]:
-    """The explicit spec of a fabric, as plain data ready for YAML."""
+                     description: str = "", warnings: list[Problem] | None = None) -> dict[str, Any]:
+    """The explicit spec of a fabric, as plain data ready for YAML.  It is always a spec
+    ``validate`` accepts: what does not fit the spec's limits is said in ``warnings``
+    (or is an InputError when the fabric cannot be a spec at all)."""
+    def warn(what: str) -> None:
+        if warnings is not None:
+            warnings.append(Problem(name, what))
+
+    lids = sum(1 if n.is_switch else n.nports for n in fabric.nodes)
+    if lids > UNICAST_LIDS:
+        raise InputError([Problem(name, f"the fabric has {lids} switches and CA ports, more than the "
+                                  f"{UNICAST_LIDS} unicast LIDs one subnet has (IBA 4.1.3)")])
     trays: dict[str, list[Node]] = {}
     loose: list[Node] = []
     taken: set[tuple[str, str]] = set()
@@ -34,33 +65,36 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
         if n.is_switch:
             continue
         m = _HOST_HCA.match(n.desc) if n.type == NodeType.CA else None
-        if m and (m.group(1), m.group(2)) not in taken and n.ident is None:
+        if (m and (m.group(1), m.group(2)) not in taken and n.ident is None
+                and len(trays.get(m.group(1), ())) < HCAS_PER_TRAY_MAX):
             taken.add((m.group(1), m.group(2)))
             trays.setdefault(m.group(1), []).append(n)
         else:
             loose.append(n)
 
     names: dict[int, str] = {}  # id(node) -> endpoint name
-    switch_names: set[str] = set()
+    used: set[str] = set()
     for n in fabric.switches():
         m = _SWITCH_NAME.match(n.desc)
-        cand = m.group(1) if m else n.label
-        if cand in switch_names or "/" in cand or "[" in cand:
-            cand = n.label
-        switch_names.add(cand)
-        names[id(n)] = cand
+        names[id(n)] = _unique(m.group(1) if m else None, n.label, used)
     for host, hcas in trays.items():
         for h in hcas:
             names[id(h)] = f"{host}/{_HOST_HCA.match(h.desc).group(2)}"  # type: ignore[union-attr]
     for n in loose:
-        names[id(n)] = n.label
+        names[id(n)] = _unique(n.label, n.label, used)
+        if n.ident is not None and names[id(n)] != n.ident:
+            warn(f"node {n.ident[:40]!r} is named {names[id(n)]!r}: its id cannot be a spec name")
 
     switches = [_switch(n, names[id(n)]) for n in fabric.switches()]
-    tray_specs = [
-        {"hosts": host, "gpus": gpus_per_hca * len(hcas),
-         "hcas": [_hca(h, _HOST_HCA.match(h.desc).group(2)) for h in hcas]}  # type: ignore[union-attr]
-        for host, hcas in trays.items()
-    ]
+    tray_specs = []
+    for host, hcas in trays.items():
+        gpus = gpus_per_hca * len(hcas)
+        if gpus > GPUS_PER_TRAY_MAX:
+            warn(f"tray {host}: {len(hcas)} HCAs x {gpus_per_hca} GPUs is more than a tray's "
+                 f"{GPUS_PER_TRAY_MAX}; given {GPUS_PER_TRAY_MAX}")
+            gpus = GPUS_PER_TRAY_MAX
+        tray_specs.append({"hosts": host, "gpus": gpus,
+                           "hcas": [_hca(h, _HOST_HCA.match(h.desc).group(2)) for h in hcas]})  # type: ignore[union-attr]
     cas = [_ca(n, names[id(n)]) for n in loose]
     links = []
     for a, b in fabric.links():

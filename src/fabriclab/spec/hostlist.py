@@ -6,17 +6,25 @@ slowest.  A range keeps the zero padding of its lower bound (``[01-08]``).
 
 Written here rather than taken from a library because the one maintained Python
 implementation (``python-hostlist``) differs from Slurm on padding rules and has no
-notion of growing a range, which ``scale()`` needs.
+notion of growing a range, which ``scale()`` needs; ClusterShell's NodeSet sorts and
+merges what it is given (Slurm keeps the order and the duplicates, which fabriclab
+reports), and its RangeSet is a set of every value, so it cannot count a range without
+expanding it.  Here a hostlist is always counted and its names' lengths checked before
+anything is expanded (``count``), so ``n[1-1000000000000]`` costs nothing.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 
+from ..limits import HOST_NAME_MAX, MAX_HOSTS
+
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-MAX_HOSTS = 1_000_000
+_LITERAL_OK = re.compile(r"^[A-Za-z0-9._-]*$")
+_BRACKETS = re.compile(r"[\[\],]")
 
 
 class HostlistError(ValueError):
@@ -37,27 +45,35 @@ class _Range:
     def __len__(self) -> int:
         return self.hi - self.lo + 1
 
+    @property
+    def longest(self) -> int:
+        """Characters of its longest value."""
+        return max(self.width, len(str(self.hi)))
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:60] + "…")
+
 
 def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    terms, depth, cur = [], 0, []
-    for ch in text:
+    """Split on commas that are not inside brackets (one pass over the brackets and commas)."""
+    terms, depth, start = [], 0, 0
+    for m in _BRACKETS.finditer(text):
+        ch = m.group()
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise HostlistError(f"nested '[' in {text!r}")
+                raise HostlistError(f"nested '[' in {_short(text)}")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise HostlistError(f"unbalanced ']' in {text!r}")
-        if ch == "," and depth == 0:
-            terms.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
+                raise HostlistError(f"unbalanced ']' in {_short(text)}")
+        elif depth == 0:
+            terms.append(text[start:m.start()])
+            start = m.end()
     if depth:
-        raise HostlistError(f"unclosed '[' in {text!r}")
-    terms.append("".join(cur))
+        raise HostlistError(f"unclosed '[' in {_short(text)}")
+    terms.append(text[start:])
     return terms
 
 
@@ -66,11 +82,13 @@ def _parse_bracket(body: str, term: str) -> list[_Range]:
     for part in body.split(","):
         m = _RANGE.match(part.strip())
         if not m:
-            raise HostlistError(f"bad range {part!r} in {term!r}")
+            raise HostlistError(f"bad range {_short(part)} in {_short(term)}")
         lo_s, hi_s = m.group(1), m.group(2) or m.group(1)
+        if len(lo_s) > HOST_NAME_MAX or len(hi_s) > HOST_NAME_MAX:
+            raise HostlistError(f"a number of more than {HOST_NAME_MAX} digits in {_short(term)}")
         lo, hi = int(lo_s), int(hi_s)
         if hi < lo:
-            raise HostlistError(f"range {part!r} runs backwards in {term!r}")
+            raise HostlistError(f"range {part!r} runs backwards in {_short(term)}")
         width = len(lo_s) if lo_s.startswith("0") and len(lo_s) > 1 else 0
         ranges.append(_Range(lo, hi, width))
     return ranges
@@ -90,34 +108,56 @@ def _parse_term(term: str) -> list[str | list[_Range]]:
     return parts
 
 
-_NAME_OK = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-def expand(text: str) -> list[str]:
-    """Expand a hostlist into host names, in Slurm's order.  Duplicates are an error."""
+def _terms(text: str) -> list[list[str | list[_Range]]]:
+    """The parsed terms of a hostlist, with every name checked for its characters and
+    length, and the host count checked against MAX_HOSTS, all without expanding."""
     if not isinstance(text, str) or not text.strip():
         raise HostlistError("empty hostlist")
-    hosts: list[str] = []
+    out = []
+    total = 0
     for term in _split_top(text.strip()):
         term = term.strip()
         if not term:
-            raise HostlistError(f"empty term in {text!r}")
+            raise HostlistError(f"empty term in {_short(text)}")
         parts = _parse_term(term)
-        choices = [[p] if isinstance(p, str) else [v for r in p for v in r.values()] for p in parts]
+        longest = 0
         count = 1
-        for c in choices:
-            count *= len(c)
-        if len(hosts) + count > MAX_HOSTS:
-            raise HostlistError(f"{text!r} expands to more than {MAX_HOSTS} hosts")
-        for combo in itertools.product(*choices):
-            name = "".join(combo)
-            if not _NAME_OK.match(name):
-                raise HostlistError(f"bad host name {name!r} in {text!r}")
-            hosts.append(name)
+        for p in parts:
+            if isinstance(p, str):
+                if not _LITERAL_OK.match(p):
+                    raise HostlistError(f"bad host name {_short(term)} in {_short(text)}")
+                longest += len(p)
+            else:
+                longest += max(r.longest for r in p)
+                count *= sum(len(r) for r in p)
+        if longest > HOST_NAME_MAX:
+            raise HostlistError(f"{_short(term)} makes host names of {longest} characters; "
+                                f"a host name has at most {HOST_NAME_MAX}")
+        total += count
+        if total > MAX_HOSTS:
+            raise HostlistError(f"{_short(text)} names more than {MAX_HOSTS} hosts")
+        out.append(parts)
+    return out
+
+
+def count(text: str) -> int:
+    """How many hosts a hostlist names, without expanding it (and checked like ``expand``,
+    except for duplicates, which only expansion shows)."""
+    return sum(math.prod(1 if isinstance(p, str) else sum(len(r) for r in p) for p in parts)
+               for parts in _terms(text))
+
+
+def expand(text: str) -> list[str]:
+    """Expand a hostlist into host names, in Slurm's order.  Duplicates are an error.
+    The count is checked first: nothing larger than MAX_HOSTS is ever expanded."""
+    hosts: list[str] = []
+    for parts in _terms(text):
+        choices = [[p] if isinstance(p, str) else [v for r in p for v in r.values()] for p in parts]
+        hosts.extend("".join(combo) for combo in itertools.product(*choices))
     seen: set[str] = set()
     for h in hosts:
         if h in seen:
-            raise HostlistError(f"host {h!r} appears twice in {text!r}")
+            raise HostlistError(f"host {h!r} appears twice in {_short(text)}")
         seen.add(h)
     return hosts
 
@@ -130,6 +170,8 @@ def scale(text: str, count: int) -> str:
     """
     if count < 1:
         raise HostlistError("tray count must be at least 1")
+    if count > MAX_HOSTS:
+        raise HostlistError(f"more than {MAX_HOSTS} hosts")
     terms = _split_top(text.strip())
     if len(terms) != 1:
         raise HostlistError(f"cannot scale a multi-term hostlist {text!r}")

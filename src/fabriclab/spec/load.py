@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from importlib import resources
 import re
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from .. import inputs
 from ..errors import Problem, SpecError
-from . import hostlist
+from ..limits import MAX_TRAYS, PROBLEMS_KEPT, SPEC_BYTES_MAX
+from . import hostlist, yaml_guard
 from .schema import Spec
 
 PRESET_PACKAGE = "fabriclab.spec.presets"
@@ -26,37 +26,14 @@ def preset_text(name: str) -> str:
     return resources.files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text()
 
 
-class _Marks:
-    """Line numbers of every key and item, by path, taken from the YAML node tree."""
-
-    def __init__(self) -> None:
-        self.lines: dict[tuple, int] = {}
-        self.problems: list[Problem] = []
-
-    def walk(self, node: yaml.Node, path: tuple, source: str) -> None:
-        self.lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            seen: set = set()
-            for k, v in node.value:
-                key = k.value
-                if key in seen:
-                    self.problems.append(
-                        Problem(f"{source}:{k.start_mark.line + 1}", f"duplicate key {key!r}")
-                    )
-                seen.add(key)
-                self.lines[path + (key,)] = k.start_mark.line + 1
-                self.walk(v, path + (key,), source)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self.walk(v, path + (i,), source)
-
-    def line_for(self, loc: tuple) -> int | None:
-        loc = tuple(loc)
-        while loc:
-            if loc in self.lines:
-                return self.lines[loc]
-            loc = loc[:-1]
-        return self.lines.get(())
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+    """The line of ``loc``, or of the nearest enclosing key or item the text has."""
+    loc = tuple(loc)
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
 
 
 def _loc_str(loc: tuple) -> str:
@@ -83,33 +60,30 @@ def _clean_msg(err: dict) -> str:
 
 def parse_spec_text(text: str, source: str) -> Spec:
     """Validate YAML text as a spec; all problems are raised together as SpecError."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise SpecError([Problem(where, f"not valid YAML: {getattr(e, 'problem', e)}")]) from None
-    if node is None:
+    data: Any = yaml_guard.load(text, source)
+    if data is None:
         raise SpecError([Problem(source, "the spec is empty")])
-    marks = _Marks()
-    marks.walk(node, (), source)
-    if marks.problems:
-        raise SpecError(marks.problems)
-    data: Any = yaml.SafeLoader(text).get_single_data()
     if not isinstance(data, dict):
         raise SpecError([Problem(f"{source}:1", "a spec is a mapping of keys (name, trays, fabric, …)")])
     try:
         spec = Spec.model_validate(data)
         spec._source = source
-        spec._lines = marks.lines
+        spec._text = text
         return spec
     except ValidationError as e:
-        problems = []
-        for err in e.errors():
+        # the first PROBLEMS_KEPT are located and reported; the rest are only counted
+        everything = e.errors(include_url=False, include_input=False, include_context=False)
+        errors = everything[:PROBLEMS_KEPT]
+        locs = []
+        for err in errors:
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             # pydantic reports union members as extra loc parts ('int', 'list[...]'); drop them
             loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
-            line = marks.line_for(loc)
+            locs.append(loc)
+        lines = yaml_guard.lines_for(text, set(locs))
+        problems = []
+        for err, loc in zip(errors, locs):
+            line = _line_for(lines, loc)
             where = f"{source}:{line}: {_loc_str(loc)}" if line else f"{source}: {_loc_str(loc)}"
             problems.append(Problem(where, _clean_msg(err)))
         # a union field that fails both ways reports twice; keep the first of each place
@@ -118,7 +92,7 @@ def parse_spec_text(text: str, source: str) -> Spec:
             if p.where not in seen:
                 seen.add(p.where)
                 unique.append(p)
-        raise SpecError(unique) from None
+        raise SpecError(unique, dropped=len(everything) - len(errors)) from None
 
 
 _WHERE_TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\.")
@@ -129,9 +103,7 @@ def locate(spec: Spec, error: SpecError) -> SpecError:
     the file and line it refers to."""
     if not spec._source:
         return error
-    marks = _Marks()
-    marks.lines = spec._lines
-    out = []
+    locs: list[tuple] = []
     for p in error.problems:
         loc: list = []
         pos = 0
@@ -145,26 +117,30 @@ def locate(spec: Spec, error: SpecError) -> SpecError:
             elif m.group(2):
                 loc.append(int(m.group(2)))
             pos = m.end()
-        line = marks.line_for(tuple(loc)) if loc else None
+        locs.append(tuple(loc))
+    lines = yaml_guard.lines_for(spec._text, {loc for loc in locs if loc}) if spec._text else {}
+    out = []
+    for p, loc in zip(error.problems, locs):
+        line = _line_for(lines, loc) if loc else None
         where = f"{spec._source}:{line}: {p.where}" if line else f"{spec._source}: {p.where}"
         out.append(Problem(where, p.what))
-    return SpecError(out)
+    return SpecError(out, warnings=error.warnings, dropped=error.dropped)
 
 
 def load_spec(arg: str, *, trays: int | None = None) -> Spec:
     """A spec from a YAML path or a preset name; ``trays`` scales it (see ``scale_trays``)."""
-    path = Path(arg)
-    if path.is_file():
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise SpecError([Problem(arg, f"cannot read: {e.strerror}")]) from None
+    kind = inputs.path_kind(arg, error=SpecError)
+    if kind == "file":
+        text = inputs.read_text(arg, SPEC_BYTES_MAX, "a spec", error=SpecError)
         spec = parse_spec_text(text, arg)
     elif arg in preset_names():
         spec = parse_spec_text(preset_text(arg), f"preset:{arg}")
+    elif kind == "dir":
+        raise SpecError([Problem(arg, "is a directory, not a spec file (nor a preset)")])
     else:
         known = ", ".join(preset_names())
-        raise SpecError([Problem(arg, f"no such file, and not a preset (presets: {known})")])
+        shown = arg if len(arg) <= 80 else arg[:60] + "…"
+        raise SpecError([Problem(shown, f"no such file, and not a preset (presets: {known})")])
     if trays is not None:
         spec = scale_trays(spec, trays)
     return spec
@@ -180,7 +156,10 @@ def scale_trays(spec: Spec, count: int) -> Spec:
     if spec.nvlink is not None and spec.nvlink.domains:
         raise SpecError([Problem("--trays", "NVLink domains are listed one by one; "
                                  "use nvlink.trays_per_domain to scale")])
-    fixed = sum(len(g.host_names()) for g in spec.trays[:-1])
+    if count > MAX_TRAYS:
+        raise SpecError([Problem("--trays", f"{count} trays; a fabric has room for {MAX_TRAYS} "
+                                 "(one unicast LID each)")])
+    fixed = sum(hostlist.count(g.hosts) for g in spec.trays[:-1])
     want = count - fixed
     if want < 1:
         raise SpecError([Problem("--trays", f"the first tray groups already hold {fixed} trays")])

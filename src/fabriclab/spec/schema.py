@@ -10,12 +10,14 @@ own; :mod:`fabriclab.model.build` checks what only shows once the fabric is laid
 from __future__ import annotations
 
 import re
+import string
 import uuid
 from typing import Annotated, Literal
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
+from ..limits import DEVID_MAX, GUID_MAX, HOST_NAME_MAX, INT_DIGITS_MAX, MAX_PORTS, MAX_TRAYS, NAME_MAX, VENDID_MAX
 from ..model import hardware, rates
 from . import hostlist
 
@@ -23,6 +25,8 @@ from . import hostlist
 def _int_or_hex(v):
     if isinstance(v, str):
         s = v.strip().lower()
+        if len(s) > INT_DIGITS_MAX:  # before int(): thousands of digits are slow or refused
+            raise ValueError(f"not a number of at most 64 bits: {len(s)} characters")
         try:
             return int(s, 16) if s.startswith("0x") else int(s)
         except ValueError:
@@ -30,8 +34,53 @@ def _int_or_hex(v):
     return v
 
 
-Guid = Annotated[int, BeforeValidator(_int_or_hex), Field(ge=0, le=0xFFFF_FFFF_FFFF_FFFF)]
+def _bits(name: str, top: int):
+    """An unsigned field of IBA: in 0..top, said in hex (pydantic would print the bound
+    of a 64-bit field as a float)."""
+    def check(v: int) -> int:
+        if v < 0 or v > top:
+            shown = f"0x{v:x}" if v >= 0 and v.bit_length() <= 80 else str(v) if v < 0 else \
+                f"a {v.bit_length()}-bit number"
+            raise ValueError(f"{shown} is not a {name} (0-0x{top:x})")
+        return v
+    return check
+
+
+# GUIDs are EUI-64, VendorID 24 bits, DeviceID 16 bits (see fabriclab.limits)
+Guid = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("64-bit GUID", GUID_MAX))]
+VendorId = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("24-bit vendor id", VENDID_MAX))]
+DeviceId = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("16-bit device id", DEVID_MAX))]
 Lid = Annotated[int, Field(ge=1, le=0xBFFF)]
+# A LID or LMC as the spec gives it (0 = unassigned): range and uniqueness are checked on
+# the built fabric, by the same rules for every source (fabriclab.model.addressing).
+AnyLid = int
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX)]
+
+def check_pattern(fields: tuple[str, ...]):
+    """A name pattern (``IB-LEAF-{n:02d}``, fields among ``fields``; an unknown one is
+    reported when the pattern is used): every width or precision is checked before
+    anything is formatted, since ``{n:500000000d}`` would otherwise make a 500 MB name."""
+    def check(pattern: str) -> str:
+        if len(pattern) > 4 * NAME_MAX:
+            raise ValueError(f"a pattern of {len(pattern)} characters; a name has at most {NAME_MAX}")
+        try:
+            parsed = list(string.Formatter().parse(pattern))
+        except ValueError as e:
+            raise ValueError(f"bad name pattern {pattern!r}: {e}") from None
+        for _literal, field, spec, _conv in parsed:
+            if field is None:
+                continue
+            if spec and "{" in spec:
+                raise ValueError(f"bad name pattern {pattern!r}: nested fields")
+            for num in re.findall(r"\d+", spec or ""):
+                if len(num) > 3 or int(num) > NAME_MAX:
+                    raise ValueError(f"bad name pattern {pattern!r}: width {num[:10]} in "
+                                     f"{{{field}:{spec[:20]}}}; a name has at most {NAME_MAX} characters")
+        return pattern
+    return check
+
+
+SWITCH_FIELDS = ("n", "i", "rail", "pod", "group")
 
 
 def _check_rate(v: str | None) -> str | None:
@@ -78,16 +127,16 @@ class _Strict(BaseModel):
 class HcaSpec(_Strict):
     """One HCA (an ``mlx5_N`` device) of a tray, listed explicitly."""
 
-    name: str
+    name: Annotated[str, Field(min_length=1, max_length=HOST_NAME_MAX)]
     model: CaModelKey = "connectx-7"
-    ports: int = Field(1, ge=1, le=254)
+    ports: int = Field(1, ge=1, le=MAX_PORTS)
     guid: Guid | None = None
     sysimgguid: Guid | None = None
-    port_guids: list[Guid] | None = None
-    lids: list[int] | None = None  # one per port; 0 = unassigned
+    port_guids: list[Guid] | None = Field(None, max_length=MAX_PORTS)
+    lids: list[AnyLid] | None = Field(None, max_length=MAX_PORTS)  # one per port; 0 = unassigned
     desc: str | None = None  # NodeDescription, default "<host> <name>"
-    vendid: Guid | None = None
-    devid: Guid | None = None
+    vendid: VendorId | None = None
+    devid: DeviceId | None = None
 
 
 
@@ -104,7 +153,7 @@ class TrayGroup(_Strict):
     @classmethod
     def _hosts(cls, v: str) -> str:
         try:
-            hostlist.expand(v)
+            hostlist.count(v)  # syntax, names and size, without expanding
         except hostlist.HostlistError as e:
             raise ValueError(f"bad hostlist: {e}") from None
         return v
@@ -114,6 +163,8 @@ class TrayGroup(_Strict):
     def _hcas(cls, v):
         if isinstance(v, int) and not 0 <= v <= 64:
             raise ValueError("hcas must be between 0 and 64")
+        if isinstance(v, list) and len(v) > 64:
+            raise ValueError(f"{len(v)} HCAs; a tray has at most 64")
         if isinstance(v, list):
             names = [h.name for h in v]
             dup = {n for n in names if names.count(n) > 1}
@@ -136,12 +187,12 @@ class Partition(_Strict):
     """An NVLink partition: its GPUs report ``clique = id`` instead of the default."""
 
     id: int = Field(ge=1, le=32765)
-    gpus: str  # "sched-worker2" (all its GPUs), "sched-worker2:0-1", a hostlist of either
-    name: str | None = None
+    gpus: str = Field(max_length=4096)  # "sched-worker2" (all its GPUs), "sched-worker2:0-1", a hostlist of either
+    name: Name | None = None
 
 
 class NvlinkDomain(_Strict):
-    name: str
+    name: Name
     trays: str  # hostlist
     cluster_uuid: str | None = None
     clique: int = Field(1, ge=0, le=32766)  # clique of the default partition
@@ -162,7 +213,7 @@ class NvlinkDomain(_Strict):
     @classmethod
     def _trays(cls, v):
         try:
-            hostlist.expand(v)
+            hostlist.count(v)
         except hostlist.HostlistError as e:
             raise ValueError(f"bad hostlist: {e}") from None
         return v
@@ -174,7 +225,7 @@ class Nvlink(_Strict):
 
     domains: list[NvlinkDomain] = []
     trays_per_domain: int | None = Field(None, ge=1)
-    name: str = "nvl{n}"  # pattern for laid-out domains
+    name: Annotated[str, AfterValidator(check_pattern(("n", "i")))] = "nvl{n}"  # pattern for laid-out domains
     clique: int = Field(1, ge=0, le=32766)
 
     @model_validator(mode="after")
@@ -195,9 +246,9 @@ class SwitchNames(_Strict):
     """Name patterns: ``{n}`` = 1-based index in the tier, ``{i}`` = 0-based, ``{rail}``
     (1-based, leaves of rail-optimized fabrics), ``{pod}`` (1-based), ``{group}``."""
 
-    leaf: str = "IB-LEAF-{n:02d}"
-    spine: str = "IB-SPINE-{n:02d}"
-    core: str = "IB-CORE-{n:02d}"
+    leaf: Annotated[str, AfterValidator(check_pattern(SWITCH_FIELDS))] = "IB-LEAF-{n:02d}"
+    spine: Annotated[str, AfterValidator(check_pattern(SWITCH_FIELDS))] = "IB-SPINE-{n:02d}"
+    core: Annotated[str, AfterValidator(check_pattern(SWITCH_FIELDS))] = "IB-CORE-{n:02d}"
 
 
 class FatTree(_Strict):
@@ -234,18 +285,18 @@ class FatTree(_Strict):
 
 
 class SwitchSpec(_Strict):
-    name: str
+    name: Name
     model: SwitchModelKey = "quantum-2"
     guid: Guid | None = None
     port_guid: Guid | None = None  # port 0 GUID, default = node GUID
     sysimgguid: Guid | None = None
     desc: str | None = None  # default: the model's description template
-    ports: int | None = Field(None, ge=1, le=254)  # default: the model's NumPorts
-    lid: int | None = Field(None, ge=0, le=0xBFFF)
-    lmc: int = Field(0, ge=0, le=7)
+    ports: int | None = Field(None, ge=1, le=MAX_PORTS)  # default: the model's NumPorts
+    lid: AnyLid | None = None  # port 0's LID; 0 or none: from the LID plan
+    lmc: AnyLid = 0
     enhanced_port0: bool | None = None
-    vendid: Guid | None = None
-    devid: Guid | None = None
+    vendid: VendorId | None = None
+    devid: DeviceId | None = None
     tier: int | None = Field(None, ge=1, le=8)
 
 
@@ -254,23 +305,26 @@ class CaSpec(_Strict):
     """A channel adapter that belongs to no tray: a storage or UFM host's HCA, an HCA with
     a factory description, a SHARP Aggregation Node, a router (``type: router``)."""
 
-    name: str
+    name: Name
     desc: str
     type: Literal["ca", "router"] = "ca"
-    ports: int = Field(1, ge=1, le=254)
+    ports: int = Field(1, ge=1, le=MAX_PORTS)
     guid: Guid | None = None
     sysimgguid: Guid | None = None
-    port_guids: list[Guid] | None = None
-    lids: list[int] | None = None
-    vendid: Guid = hardware.MELLANOX_VENDID
-    devid: Guid = 0x1021
+    port_guids: list[Guid] | None = Field(None, max_length=MAX_PORTS)
+    lids: list[AnyLid] | None = Field(None, max_length=MAX_PORTS)
+    vendid: VendorId = hardware.MELLANOX_VENDID
+    devid: DeviceId = 0x1021
 
 
-_ENDPOINT = r"(?P<{0}>[^\[\]]+)\[(?P<{0}p>\d+)\]"
+# Names and port numbers bounded, and the text stripped and bounded before matching, so
+# that matching stays linear on any input.
+_ENDPOINT = r"(?P<{0}>[^\[\]]{{1,%d}})\[(?P<{0}p>\d{{1,3}})\]" % (HOST_NAME_MAX + NAME_MAX + 1)
 _LINK_RE = re.compile(
-    r"^\s*" + _ENDPOINT.format("a") + r"\s*--\s*" + _ENDPOINT.format("b")
-    + r"(?:\s+(?P<w>\d+x|\?\?)(?P<s>[A-Za-z0-9]+|\?\?\?))?\s*$"
+    _ENDPOINT.format("a") + r"\s*--\s*" + _ENDPOINT.format("b")
+    + r"(?:\s+(?P<w>\d{1,2}x|\?\?)(?P<s>[A-Za-z0-9]{1,8}|\?\?\?))?$"
 )
+_LINK_CHARS_MAX = 2 * (HOST_NAME_MAX + NAME_MAX + 8) + 32
 
 
 class LinkSpec(_Strict):
@@ -283,6 +337,9 @@ class LinkSpec(_Strict):
 
     @classmethod
     def parse(cls, text: str) -> "LinkSpec":
+        text = text.strip()
+        if len(text) > _LINK_CHARS_MAX:
+            raise ValueError(f"a link of {len(text)} characters: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'")
         m = _LINK_RE.match(text)
         if not m:
             raise ValueError(
@@ -369,12 +426,17 @@ class Spec(_Strict):
     guids: GuidPlan = GuidPlan()
     lids: LidPlan = LidPlan()
     # Where the spec came from and the line of each key, so that errors found while
-    # building can point at the line too (set by fabriclab.spec.load).
+    # building can point at the line too (set by fabriclab.spec.load; lines are looked up
+    # in the text only when an error needs one).
     _source: str = PrivateAttr("")
-    _lines: dict = PrivateAttr(default_factory=dict)
+    _text: str = PrivateAttr("")
 
     @model_validator(mode="after")
     def _unique_hosts(self):
+        total = sum(hostlist.count(g.hosts) for g in self.trays)  # before expanding any
+        if total > MAX_TRAYS:
+            raise ValueError(f"the trays name {total} hosts; a fabric has room for {MAX_TRAYS} "
+                             "(one unicast LID each)")
         seen: dict[str, int] = {}
         for i, group in enumerate(self.trays):
             for h in group.host_names():

@@ -3,13 +3,12 @@ turn options into inputs, a graph and an engine's output, or one-line errors."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable
 
-import yaml
-
+from .. import inputs
 from ..errors import InputError, Problem
-from ..spec import hostlist
+from ..limits import MAX_HOSTS, TOPOLOGIES_BYTES_MAX
+from ..spec import hostlist, yaml_guard
 from . import sources
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologyError, TopologySpec
@@ -63,10 +62,8 @@ def load_topologies(path: str | None) -> dict[str, TopologySpec]:
     block_sizes: [..], cluster_default: bool}``."""
     if not path:
         return {}
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError([Problem(path, f"cannot read topologies: {e}")]) from None
+    text = inputs.read_text(path, TOPOLOGIES_BYTES_MAX, "a topologies file")
+    data = yaml_guard.load(text, path, InputError)  # bounded like a spec
     if not isinstance(data, dict):
         raise InputError([Problem(path, "expected a mapping of topology names")])
     out = {}
@@ -76,19 +73,33 @@ def load_topologies(path: str | None) -> dict[str, TopologySpec]:
         unknown = set(spec) - {"plugin", "nodes", "block_sizes", "cluster_default", "block_name"}
         if unknown:
             raise InputError([Problem(f"{path}: {name}", f"unknown key {sorted(unknown)[0]!r}")])
+        where = f"{path}: {name}"
         nodes = spec.get("nodes") or []
         if isinstance(nodes, str):
             nodes = [nodes]
+        if not isinstance(nodes, list) or not all(isinstance(n, (str, int)) for n in nodes):
+            raise InputError([Problem(f"{where}.nodes", "a hostlist or a list of hostlists")])
+        sizes = spec.get("block_sizes") or []
+        if not isinstance(sizes, list) or not all(type(x) is int for x in sizes):
+            raise InputError([Problem(f"{where}.block_sizes", "a list of numbers")])
+        bn = spec.get("block_name")
+        if bn is not None and not (isinstance(bn, dict) and isinstance(bn.get("node_name_regexp"), str)
+                                   and isinstance(bn.get("format"), str)):
+            raise InputError([Problem(f"{where}.block_name", "a mapping of node_name_regexp and format")])
+        if not isinstance(spec["plugin"], str):
+            raise InputError([Problem(f"{where}.plugin", "topology/tree, topology/block or topology/flat")])
         expanded = []
+        total = 0
         for entry in nodes:  # Slurm hostlists, several brackets allowed
             try:
+                total += hostlist.count(str(entry))  # before expanding any
+                if total > MAX_HOSTS:
+                    raise InputError([Problem(f"{path}: {name}.nodes", f"more than {MAX_HOSTS} nodes")])
                 expanded.extend(hostlist.expand(str(entry)))
             except hostlist.HostlistError as e:
                 raise InputError([Problem(f"{path}: {name}.nodes", str(e))]) from None
         nodes = expanded
-        sizes = list(spec.get("block_sizes") or [])
         validate_block_sizes(sizes, f"{path}: {name}.block_sizes")
-        bn = spec.get("block_name")
         out[str(name)] = TopologySpec(spec["plugin"], [str(n) for n in nodes], sizes,
                                       parse_block_name(f"{bn['node_name_regexp']}={bn['format']}") if bn else None,
                                       bool(spec.get("cluster_default", False)))

@@ -4,10 +4,11 @@ shows (ibnetdiscover dumps and the trays' nvidia-smi answers), as one set of inp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from .. import inputs
 from ..errors import InputError, Problem
 from ..formats import ibnetdiscover, nvidia_smi
+from ..limits import MAX_HOSTS, NODES_FILE_BYTES_MAX
 from ..model.cluster import Cluster, find_port
 from ..model.fabric import Fabric, Node
 from ..spec import hostlist
@@ -41,12 +42,15 @@ def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
     report = Report()
     texts, fabrics = [], []
     for path in ib_paths:
-        dump = ibnetdiscover.parse_file(path)
+        text = ibnetdiscover.read_file(path)
+        dump = ibnetdiscover.parse(text, path)
         for p in dump.warnings:
             report.warn(p.where, p.what, left_out="only named as the far end" not in p.what)
-        texts.append(Path(path).read_text(errors="replace"))
+        if dump.warnings_dropped:
+            report.warn(path, f"{dump.warnings_dropped} more problems like these")
+        texts.append(text)
         fabrics.append(dump.fabric)
-    fabric = fabrics[0] if len(fabrics) == 1 else _union(fabrics)
+    fabric = fabrics[0] if len(fabrics) == 1 else _union(fabrics, report)
     smi = nvidia_smi.parse_pdsh_file(smi_path) if smi_path else None
     hosts = list(hosts_of(fabric))
     if smi is not None:
@@ -55,13 +59,17 @@ def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
     return Inputs(fabric, texts, smi, hosts, gpus, report)
 
 
-def _union(fabrics: list[Fabric]) -> Fabric:
+def _union(fabrics: list[Fabric], report: Report) -> Fabric:
     """Several dumps of one fabric (or of separate fabrics): the first copy of each node
-    and each cable wins."""
+    and each cable wins; a node whose GUID an earlier dump gave another id is left out."""
     out = Fabric()
     for f in fabrics:
         for n in f.nodes:
             if n.label in out.by_label:
+                continue
+            if n.ident is None and n.guid in out.by_guid:
+                report.warn(n.label, f"GUID 0x{n.guid:016x} is already {out.by_guid[n.guid].label} "
+                            "in an earlier dump; left out")
                 continue
             m = Node(n.type, n.guid, n.nports, n.desc, vendid=n.vendid, devid=n.devid,
                      sysimgguid=n.sysimgguid, port_guid=n.port_guid, ident=n.ident)
@@ -71,25 +79,34 @@ def _union(fabrics: list[Fabric]) -> Fabric:
             out.add(m)
     for f in fabrics:
         for a, b in f.links():
-            x = out.by_label[a.node.label].ports[a.num]
-            y = out.by_label[b.node.label].ports[b.num]
-            if x.peer is None and y.peer is None:
+            na, nb = out.by_label.get(a.node.label), out.by_label.get(b.node.label)
+            if na is None or nb is None or a.num > na.nports or b.num > nb.nports:
+                continue
+            x, y = na.ports[a.num], nb.ports[b.num]
+            if x is not None and y is not None and x.peer is None and y.peer is None:
                 out.connect(x, y, a.width, a.speed)
     return out
 
 
-def requested_nodes(arg: str | None, inputs: Inputs) -> list[str] | None:
-    """``--nodes``: a file of host names (one per line, hostlists allowed) or a hostlist."""
+def requested_nodes(arg: str | None, given: Inputs | None = None) -> list[str] | None:
+    """``--nodes``: a file of host names (one per line, hostlists allowed) or a hostlist.
+    Every hostlist is counted before it is expanded, and all of them together name at
+    most MAX_HOSTS hosts."""
     if arg is None:
         return None
-    path = Path(arg)
     names: list[str] = []
-    if path.is_file():
-        for no, line in enumerate(path.read_text().splitlines(), 1):
+    if inputs.path_kind(arg, "--nodes") == "file":  # otherwise a hostlist
+        text = inputs.read_text(arg, NODES_FILE_BYTES_MAX, "a file of node names")
+        total = 0
+        for no, line in enumerate(text.splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue
             try:
+                total += hostlist.count(line)
+                if total > MAX_HOSTS:
+                    raise InputError([Problem(f"{arg}:{no}", f"the file names more than {MAX_HOSTS} "
+                                              "hosts")])
                 names.extend(hostlist.expand(line))
             except hostlist.HostlistError as e:
                 raise InputError([Problem(f"{arg}:{no}", str(e))]) from None
