@@ -282,10 +282,12 @@ def up(
     listen: Optional[str] = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
                                          "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT); "
                                          "a non-loopback HOST needs --allow."),
-    allow: Optional[str] = typer.Option(None, "--allow", help="Remote mode: the networks "
+    allow: Optional[str] = typer.Option(None, "--allow", metavar="NETWORK[,…]",
+                                        help="Remote mode: the networks "
                                         "that may attach, NETWORK[,NETWORK…] (CIDR); others "
                                         "are ignored.  Default: loopback."),
-    allow_user: Optional[list[str]] = typer.Option(None, "--allow-user", help="Users (names "
+    allow_user: Optional[list[str]] = typer.Option(None, "--allow-user", metavar="USER",
+                                                   help="Users (names "
                                                    "or uids, repeatable) whose tools may "
                                                    "attach besides your own."),
     max_clients: int = typer.Option(DEFAULT_MAX_CLIENTS, "--max-clients", min=1,
@@ -323,7 +325,7 @@ def up(
             raise InputError([Problem("--sm-at", runtime.resolve(c, where or "")[1] or
                                       "the fabric has no tray to run OpenSM on")])
     log_file = runtime.state_dir(create=True) / f"{name}.log"
-    if addr and networks != (admission.LOOPBACK,):
+    if any(not n.subnet_of(admission.LOOPBACK) for n in networks):
         err.print(f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
                   f"any host in {','.join(map(str, networks))} can attach and drive the fabric",
                   markup=False)
