@@ -62,6 +62,21 @@ def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _udp_ports(pid: int) -> list[int]:
+    """The UDP ports process ``pid`` has bound."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    with open("/proc/net/udp") as fh:
+        rows = [line.split() for line in fh.readlines()[1:]]
+    return [int(r[1].split(":")[1], 16) for r in rows if r[9] in inodes]
+
+
 def _log(f) -> str:
     return (Path(f.env["FABRICLAB_STATE_DIR"]) / f"{f.name}.log").read_text(errors="replace")
 
@@ -331,6 +346,8 @@ def test_udp_connect_flood_keeps_ports_in_range(real_tools, tmp_path):
                     pass
         assert answers > 1000
         assert _fds(pid) < 60
+        ports = _udp_ports(pid)
+        assert port in ports and len(ports) <= 3 and all(port <= p <= 65535 for p in ports)
         r = f.run("sched-worker2", "ibnetdiscover", timeout=60)
         assert _no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
         assert "internal" not in _log(f) and "OverflowError" not in _log(f)
