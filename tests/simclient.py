@@ -8,6 +8,7 @@ can open one client (the pid is the key); ``key`` makes up another.
 from __future__ import annotations
 
 import os
+import random
 import socket
 
 from fabriclab.sim import wire
@@ -68,6 +69,30 @@ class SimClient:
         self.close()
 
 
+class UdpSimClient(SimClient):
+    """The same in remote mode: control and data sockets are UDP sockets on ``host``, and
+    the client's key is its data port (``key`` claims another)."""
+
+    def __init__(self, server: tuple[str, int], nodeid: str = "", *, host: str = "127.0.0.1",
+                 key: int | None = None, timeout: float = 5.0):
+        self.ctl = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.ctl.settimeout(timeout)
+        self.ctl.bind((host, 0))
+        self.ctl.connect(server)
+        self.data = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.data.settimeout(timeout)
+        self.data.bind((host, 0))
+        self.key = key if key is not None else self.data.getsockname()[1]
+        info = wire.CLIENT_INFO.pack(self.key, 0, 0, nodeid.encode())
+        reply = self.control(wire.CTL_CONNECT, info, clientid=0)
+        if reply.type == wire.CTL_ERROR:
+            self.close()
+            raise ConnectionError(f"server refused {nodeid!r}")
+        self.id, _qp, _issm, attached = wire.CLIENT_INFO.unpack(reply.data[:wire.CLIENT_INFO.size])
+        self.attached = wire.cstring(attached)
+        self.data.connect((server[0], server[1] + 1 + self.id))
+
+
 def dr_smp(attr: int, path: list[int], *, method: int = 1, mod: int = 0, tid: int = 1,
            data: bytes = b"") -> bytes:
     """A directed-route SMP along ``path`` (egress ports, the first being the CA's own)."""
@@ -87,3 +112,31 @@ def lid_mad(mclass: int, attr: int, *, method: int = 1, mod: int = 0, tid: int =
                            "Method": method, "TransactionID": tid, "AttributeID": attr,
                            "AttributeModifier": mod})
     return hdr + bytes(40) + data.ljust(192, b"\0")[:192]
+
+
+def fuzz_requests(rng: random.Random, n: int) -> list[bytes]:
+    """Datagrams a broken client might send: wrong sizes, random bytes, MADs with bad
+    versions, impossible directed routes, unknown classes and attributes.  (No Sets:
+    a valid Set would change the fabric, which is not what this is about.)"""
+    out = []
+    for i in range(n):
+        k = rng.randrange(8)
+        if k == 0:
+            out.append(rng.randbytes(rng.randrange(0, 600)))
+        elif k == 1:
+            out.append(rng.randbytes(wire.REQUEST_SIZE))
+        else:
+            path = [rng.randrange(0, 70) for _ in range(rng.randrange(0, 70))][:63]
+            mad = bytearray(dr_smp(rng.choice([0x10, 0x11, 0x15, 0x19, 0x1B, 0x20, 0x2, 0xFF90,
+                                               rng.randrange(65536)]),
+                                   path or [1], method=rng.choice([1, 3, 5, 7, 0x81]),
+                                   mod=rng.randrange(1 << 32), tid=i))
+            if k == 3:
+                mad[0] = rng.randrange(256)  # base version
+            if k == 4:
+                mad[1] = rng.randrange(256)  # class
+            if k == 5:
+                mad[4:8] = rng.randbytes(4)  # D bit, hop pointer and count
+            dlid = rng.choice([0xFFFF, 0, rng.randrange(65536)])
+            out.append(wire.REQUEST.pack(dlid, 0, rng.randrange(3), 0, 0, 256, bytes(mad)))
+    return out

@@ -24,7 +24,7 @@ from fabriclab.model.cluster import find_port
 from fabriclab.sim import wire
 from fabriclab.spec.load import load_spec
 from realtools import ibsim
-from simclient import SimClient, dr_smp, lid_mad
+from simclient import SimClient, dr_smp, fuzz_requests, lid_mad
 
 pytestmark = pytest.mark.realtools
 THREE = str(SPECS / "three-tier-hdr.yaml")
@@ -90,34 +90,6 @@ def test_32_tools_at_once(real_tools, tmp_path):
             assert kind[1].desc in out
 
 
-def _fuzz_requests(rng: random.Random, n: int) -> list[bytes]:
-    """Datagrams a broken client might send: wrong sizes, random bytes, MADs with bad
-    versions, impossible directed routes, unknown classes and attributes.  (No Sets:
-    a valid Set would change the fabric, which is not what this is about.)"""
-    out = []
-    for i in range(n):
-        k = rng.randrange(8)
-        if k == 0:
-            out.append(rng.randbytes(rng.randrange(0, 600)))
-        elif k == 1:
-            out.append(rng.randbytes(wire.REQUEST_SIZE))
-        else:
-            path = [rng.randrange(0, 70) for _ in range(rng.randrange(0, 70))][:63]
-            mad = bytearray(dr_smp(rng.choice([0x10, 0x11, 0x15, 0x19, 0x1B, 0x20, 0x2, 0xFF90,
-                                               rng.randrange(65536)]),
-                                   path or [1], method=rng.choice([1, 3, 5, 7, 0x81]),
-                                   mod=rng.randrange(1 << 32), tid=i))
-            if k == 3:
-                mad[0] = rng.randrange(256)  # base version
-            if k == 4:
-                mad[1] = rng.randrange(256)  # class
-            if k == 5:
-                mad[4:8] = rng.randbytes(4)  # D bit, hop pointer and count
-            dlid = rng.choice([0xFFFF, 0, rng.randrange(65536)])
-            out.append(wire.REQUEST.pack(dlid, 0, rng.randrange(3), 0, 0, 256, bytes(mad)))
-    return out
-
-
 def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True) as f:
         inst = f.instance()
@@ -134,7 +106,7 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
         # a connected client sending a few thousand broken datagrams
         with SimClient(f.name, "sched-worker2", timeout=0.2) as c:
             answers = 0
-            for raw in _fuzz_requests(rng, 4000):
+            for raw in fuzz_requests(rng, 4000):
                 c.data.settimeout(5)
                 c.send_raw(raw)
                 c.data.settimeout(0.0)

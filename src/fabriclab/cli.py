@@ -24,6 +24,7 @@ from .formats import ibnetdiscover, ibsim_net, nvidia_smi
 from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster, find_port
+from .sim.admission import DEFAULT_MAX_CLIENTS
 from .spec.from_fabric import spec_from_fabric
 from .spec.load import load_spec, locate, preset_names
 
@@ -299,7 +300,18 @@ def up(
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; "
                                 "'fabriclab down' stops it."),
     listen: Optional[str] = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
-                                         "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT)."),
+                                         "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT); "
+                                         "a non-loopback HOST needs --allow."),
+    allow: Optional[str] = typer.Option(None, "--allow", metavar="NETWORK[,…]",
+                                        help="Remote mode: the networks "
+                                        "that may attach, NETWORK[,NETWORK…] (CIDR); others "
+                                        "are ignored.  Default: loopback."),
+    allow_user: Optional[list[str]] = typer.Option(None, "--allow-user", metavar="USER",
+                                                   help="Users (names "
+                                                   "or uids, repeatable) whose tools may "
+                                                   "attach besides your own."),
+    max_clients: int = typer.Option(DEFAULT_MAX_CLIENTS, "--max-clients", min=1,
+                                    help="At most this many tools attached at once."),
     sm: bool = typer.Option(False, "--sm", help="Also run the real OpenSM on the fabric."),
     sm_at: Optional[str] = typer.Option(None, "--sm-at", help="Where OpenSM runs (a tray, "
                                         "HOST:HCA, CA or switch); default: the first tray."),
@@ -312,11 +324,14 @@ def up(
     import logging
     import time as _time
 
-    from .sim import runtime
+    from .sim import admission, runtime
     from .sim.server import FabricServer
 
     runtime.check_name(name)
     addr = runtime.parse_listen(listen)
+    networks = admission.exposure(addr, admission.parse_networks(allow))
+    policy = admission.Policy(uids=admission.parse_users(allow_user), networks=networks,
+                              max_clients=max_clients)
     c = _cluster(spec, trays)
     try:
         running = runtime.Instance.load(name)
@@ -329,11 +344,17 @@ def up(
         if where is None or runtime.resolve(c, where)[0] is None:
             raise InputError([Problem("--sm-at", runtime.resolve(c, where or "")[1] or
                                       "the fabric has no tray to run OpenSM on")])
-    log_file = runtime.state_dir() / f"{name}.log"
+    log_file = runtime.state_dir(create=True) / f"{name}.log"
+    if any(not n.subnet_of(admission.LOOPBACK) for n in networks):
+        err.print(f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
+                  f"any host in {','.join(map(str, networks))} can attach and drive the fabric",
+                  markup=False)
     if detach:
         argv = runtime.python_argv() + ["up", spec, "--name", name] + (["-" + "v" * verbose] if verbose else [])
         argv += (["--listen", listen] if listen else []) + (["--trays", str(trays)] if trays else [])
         argv += (["--sm"] if sm else []) + (["--sm-at", sm_at] if sm_at else [])
+        argv += (["--allow", allow] if allow else []) + ["--max-clients", str(max_clients)]
+        argv += [a for u in allow_user or [] for a in ("--allow-user", u)]
         inst = runtime.spawn_detached(argv, name, log_file)
         err.print(f"fabric {name!r} up: {c.name}, pid {inst.pid}, log {log_file}")
         if sm or sm_at:
@@ -348,7 +369,7 @@ def up(
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     start, _ = find_port(c, None)
-    srv = FabricServer(c.fabric, name, listen=addr,
+    srv = FabricServer(c.fabric, name, listen=addr, policy=policy,
                        resolve=lambda text: runtime.resolve(c, text), default_port=start)
     try:
         srv.bind()
@@ -358,10 +379,11 @@ def up(
                                   "ibsim is using it?)")]) from None
     inst = runtime.Instance(name, os.getpid(), spec, trays, list(addr) if addr else None,
                             str(log_file), _time.time())
+    inst.note_server(os.getpid())
     sm_proc = None
     if sm or sm_at:
         sm_proc = runtime.start_sm(inst, c, sm_at or c.trays[0].host, runtime.state_dir())
-        inst.sm_pid = sm_proc.pid
+        inst.note_sm(sm_proc.pid)
         said = []
 
         def watch_sm() -> None:
@@ -388,7 +410,9 @@ def up(
         inst.path.unlink(missing_ok=True)
         st = srv.stats
         err.print(f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
-                  f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed")
+                  f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed; "
+                  f"{st.refused} control requests refused, {st.failed} failed, "
+                  f"{st.outsiders} datagrams from outside the allowed networks")
 
 
 @app.command()
@@ -435,6 +459,7 @@ def exec_(
     if not command:
         raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
     inst = runtime.Instance.load(name)
+    runtime.check_serving(inst)
     c = _cluster(inst.spec, inst.trays)
     env = runtime.tool_env(inst, runtime.sim_host(c, node))
     exe = shutil.which(command[0], path=env.get("PATH", "") + ":/usr/sbin:/sbin")

@@ -5,6 +5,12 @@ record under the state directory (``$FABRICLAB_STATE_DIR``, else
 ``$XDG_RUNTIME_DIR/fabriclab``, else ``/tmp/fabriclab-<uid>``) saying which spec it
 serves, its pid and how to reach it; ``down``, ``exec`` and ``shims`` read it.
 
+That directory may sit where other users can create files (``/tmp``), so it is created
+0700 and used only when it is a real directory (not a symbolic link) owned by the user
+and writable by nobody else; files in it are opened without following symbolic links.
+A record names its processes by pid, start time and command: a pid alone may have been
+reused by another process, which is never signalled.
+
 A tool attaches through Debian's ``libumad2sim.so``, preloaded, with ``SIM_HOST``
 naming the port it runs on.  That library has limits of its own, which no server can
 lift: it shows each process a single device ``ibsim0`` of type "simulator", it creates a
@@ -15,12 +21,15 @@ about 104 Gb/sec).  Everything that travels in MADs is exact.
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -31,7 +40,7 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster, find_port
 from ..model.fabric import Port
-from . import wire
+from . import procfs, wire
 
 UMAD2SIM_GLOBS = ("/usr/lib/*/umad2sim/libumad2sim.so", "/usr/lib64/umad2sim/libumad2sim.so",
                   "/usr/lib/umad2sim/libumad2sim.so")
@@ -47,12 +56,65 @@ class NotRunning(FabriclabError):
     """The named fabric is not up."""
 
 
-def state_dir() -> Path:
+class UnsafeState(InputError):
+    """The state directory, or a file in it, could be someone else's."""
+
+
+def state_dir(create: bool = False) -> Path:
+    """The state directory, checked (and with ``create``, made 0700 if missing)."""
     d = os.environ.get("FABRICLAB_STATE_DIR")
-    if d:
-        return Path(d)
     run = os.environ.get("XDG_RUNTIME_DIR")
-    return Path(run) / "fabriclab" if run else Path(tempfile.gettempdir()) / f"fabriclab-{os.getuid()}"
+    path = Path(d) if d else Path(run) / "fabriclab" if run else \
+        Path(tempfile.gettempdir()) / f"fabriclab-{os.geteuid()}"
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise InputError([Problem(str(path), f"cannot create the state directory: "
+                                      f"{e.strerror}")]) from None
+    _check_state_dir(path)
+    return path
+
+
+def _check_state_dir(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UnsafeState([Problem(str(path), f"cannot use the state directory: {e.strerror}")]) from None
+    why = None
+    if stat.S_ISLNK(st.st_mode):
+        why = "is a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        why = "is not a directory"
+    elif st.st_uid != os.geteuid():
+        why = f"is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+    elif st.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):o}; chmod 700 it)"
+    if why:
+        raise UnsafeState([Problem(str(path), f"state directory {why}: refusing to use it "
+                                   "(remove it, or set FABRICLAB_STATE_DIR)")])
+
+
+def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A file in the state directory, never through a symbolic link, and only if it is
+    the user's own regular file; a descriptor."""
+    try:  # (O_NONBLOCK: a FIFO planted there must not hang us; no effect on a file)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeState([Problem(str(path), "is a symbolic link: refusing to use it")]) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}"
+        raise UnsafeState([Problem(str(path), f"is {what}: refusing to use it")])
+    return fd
 
 
 def umad2sim_path() -> str:
@@ -80,36 +142,71 @@ class Instance:
     log: str
     started: float
     sm_pid: int | None = None
+    # which processes the pids were: start time (/proc/PID/stat field 22) and command
+    start: int | None = None
+    cmdline: list | None = None
+    sm_start: int | None = None
+    sm_cmdline: list | None = None
 
     @property
     def path(self) -> Path:
         return record_path(self.name)
 
     def alive(self) -> bool:
-        return _alive(self.pid)
+        return self.process_state() == "alive"
+
+    def process_state(self) -> str:
+        """'alive' (pid is still the recorded process), 'gone', 'reused' (another
+        process has the pid) or 'unknown' (no start time recorded)."""
+        return _process_state(self.pid, self.start, self.cmdline)
+
+    def sm_alive(self) -> bool:
+        return bool(self.sm_pid) and \
+            _process_state(self.sm_pid, self.sm_start, self.sm_cmdline) == "alive"
+
+    def note_server(self, pid: int) -> None:
+        self.pid = pid
+        self.start, self.cmdline = _identity(pid)
+
+    def note_sm(self, pid: int) -> None:
+        self.sm_pid = pid
+        self.sm_start, self.sm_cmdline = _identity(pid)
 
     def save(self) -> None:
-        d = state_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        state_dir(create=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self), indent=1))
         tmp.replace(self.path)
 
     @classmethod
     def load(cls, name: str) -> "Instance":
         p = record_path(name)
         try:
-            data = json.loads(p.read_text())
+            with os.fdopen(open_state_file(p, os.O_RDONLY)) as f:
+                data = json.loads(f.read())
             inst = cls(**data)
+            if not isinstance(inst.pid, int) or not isinstance(inst.sm_pid, (int, type(None))):
+                raise TypeError("pids are not numbers")
         except FileNotFoundError:
             raise NotRunning([Problem(name, f"no fabric named {name!r} is up "
                                       f"(nothing in {state_dir()})")]) from None
         except (ValueError, TypeError) as e:
             raise NotRunning([Problem(str(p), f"unreadable state record: {e}")]) from None
-        if not inst.alive():
+        except OSError as e:
+            raise NotRunning([Problem(str(p), f"cannot read the state record: {e.strerror}")]) from None
+        state = inst.process_state()
+        if state == "unknown":
+            raise NotRunning([Problem(str(p), f"the record does not say which process pid "
+                                      f"{inst.pid} was (no start time): refusing to use it; "
+                                      "stop that fabric yourself and remove the record")])
+        if state != "alive":
             p.unlink(missing_ok=True)
+            why = "is gone" if state == "gone" else "is now another process"
             raise NotRunning([Problem(name, f"fabric {name!r} is not running "
-                                      f"(pid {inst.pid} is gone; stale record removed)")])
+                                      f"(pid {inst.pid} {why}; stale record removed)")])
         return inst
 
 
@@ -117,17 +214,42 @@ def record_path(name: str) -> Path:
     return state_dir() / f"{name}.json"
 
 
-def _alive(pid: int) -> bool:
+def _identity(pid: int) -> tuple[int | None, list | None]:
+    p = procfs.process(pid)
+    return (p.start, list(p.cmdline)) if p else (None, None)
+
+
+def _process_state(pid: int, start: int | None, cmdline: list | None) -> str:
+    if start is None or cmdline is None:
+        return "unknown"
+    p = procfs.process(pid)
+    if p is None:
+        return "gone"
+    return "alive" if (p.start, list(p.cmdline)) == (start, cmdline) else "reused"
+
+
+def _signal(pid: int, start: int | None, cmdline: list | None, sig: int) -> bool:
+    """Send ``sig`` to ``pid`` if it is still the recorded process; whether it was.  A
+    pidfd pins the process between the check and the signal (Linux 5.3+)."""
     try:
-        os.kill(pid, 0)
+        fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        if _process_state(pid, start, cmdline) != "alive":
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
         return True
-    try:  # a zombie is gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+    except ProcessLookupError:
         return False
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def check_name(name: str) -> None:
@@ -148,7 +270,12 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
     except ValueError:
         raise InputError([Problem("--listen", f"{text!r}: want [HOST:]PORT with a port "
                                   "below 65472 (client i uses PORT+1+i)")]) from None
-    return (host or "127.0.0.1", p)
+    host = host or "127.0.0.1"
+    try:
+        return (socket.gethostbyname(host), p)  # the server listens on IPv4
+    except (OSError, UnicodeError):
+        raise InputError([Problem("--listen", f"{host!r}: not an IPv4 address or a name "
+                                  "this host resolves")]) from None
 
 
 # --- resolving where a tool runs --------------------------------------------------------
@@ -210,12 +337,36 @@ def control_socket_up(name: str, listen: tuple[str, int] | list | None) -> bool:
     """Whether something answers on the fabric's control socket address."""
     if listen:
         return False  # UDP: a bound port is not visible without sending to it
-    want = "@" + wire.sockname(name, "ctl")[1:-1].decode()
     try:
-        with open("/proc/net/unix") as f:
-            return any(line.rstrip().rstrip("@").endswith(want) for line in f)
+        with open("/proc/net/unix", "rb") as f:
+            return procfs.shown_name(wire.sockname(name, "ctl")) in procfs.unix_names(f.read())
     except OSError:
         return False
+
+
+def check_serving(inst: Instance) -> None:
+    """The fabric's control socket must be held by its recorded server: a name (or a
+    port) anyone can bind must not send our tools to someone else's server."""
+    mine = procfs.socket_inodes(inst.pid)
+    try:
+        if inst.listen:
+            port = int(inst.listen[1])
+            held = set()
+            for path, v6 in (("/proc/net/udp", False), ("/proc/net/udp6", True)):
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        held |= {s.inode for s in procfs.udp_sockets(f.read(), v6) if s.port == port}
+            where = f"UDP port {port}"
+        else:
+            with open("/proc/net/unix", "rb") as f:
+                inode = procfs.unix_inode(f.read(), procfs.shown_name(wire.sockname(inst.name, "ctl")))
+            held = {inode} if inode is not None else set()
+            where = f"{inst.name}:ctl"
+    except OSError as e:
+        raise InputError([Problem(inst.name, f"cannot read the socket tables: {e.strerror}")]) from None
+    if not held & mine:
+        raise NotRunning([Problem(inst.name, f"{where} is not held by the fabric's server "
+                                  f"(pid {inst.pid}): refusing to attach tools to it")])
 
 
 # --- up / down ----------------------------------------------------------------------------
@@ -223,25 +374,25 @@ def control_socket_up(name: str, listen: tuple[str, int] | list | None) -> bool:
 
 def stop(name: str, timeout: float = 10.0) -> Instance:
     """SIGTERM the fabric's server (and so its SM); SIGKILL after ``timeout``."""
-    inst = Instance.load(name)
-    os.kill(inst.pid, signal.SIGTERM)
+    inst = Instance.load(name)  # its pid is the recorded process, or this fails
+    server = (inst.pid, inst.start, inst.cmdline)
+    _signal(*server, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while inst.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    if inst.alive():
-        os.kill(inst.pid, signal.SIGKILL)
+    if _signal(*server, signal.SIGKILL):
         while inst.alive():
             time.sleep(0.05)
-    if inst.sm_pid and _alive(inst.sm_pid):
-        os.kill(inst.sm_pid, signal.SIGKILL)
+    if inst.sm_pid:
+        _signal(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
     inst.path.unlink(missing_ok=True)
     return inst
 
 
 def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0) -> Instance:
     """Start ``fabriclab up …`` (``argv``) in the background; return once it is up."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    state_dir(create=True)
+    with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True)
     deadline = time.monotonic() + timeout
@@ -270,8 +421,10 @@ def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> sub
                                   "installs it)")])
     env = tool_env(inst, sim_host(cluster, where))
     cache = log_dir / f"{inst.name}.opensm"
+    if cache.is_symlink():
+        cache.unlink()
     shutil.rmtree(cache, ignore_errors=True)  # a fresh SM: no LIDs cached from another fabric
-    cache.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
     env["OSM_CACHE_DIR"] = env["OSM_TMP_DIR"] = str(cache)
     # OpenSM buffers its log; "SUBNET UP" would sit in the buffer until it exits
     conf = cache / "opensm.conf"

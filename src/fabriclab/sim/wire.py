@@ -71,6 +71,11 @@ class Ctl:
             raise ValueError(f"bad magic 0x{magic:08x}")
         return cls(clientid, type_, length, data)
 
+    def error(self) -> "Ctl":
+        """The answer refusing this request: libumad2sim's sim_ctl() fails on it, so the
+        tool stops ("ctl error", then "cannot init umad2sim") instead of waiting."""
+        return Ctl(self.clientid, CTL_ERROR, self.length, self.data)
+
     def encode(self) -> bytes:
         return CTL.pack(MAGIC, self.clientid, self.type, self.length,
                         self.data[:CTL_DATA].ljust(CTL_DATA, b"\0"))
