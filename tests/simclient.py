@@ -11,8 +11,8 @@ import os
 import random
 import socket
 
-from fabriclab.sim import wire
-from fabriclab.sim.mad.layouts import DR_SMP_HEADER, MAD_HEADER
+from fabriclab.ib import simwire
+from fabriclab.ib.mad.layouts import DR_SMP_HEADER, MAD_HEADER
 
 
 class SimClient:
@@ -22,24 +22,24 @@ class SimClient:
         self.key = key if key is not None else os.getpid()
         self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.ctl.settimeout(timeout)
-        self.ctl.bind(wire.sockname(name, f"ctl{self.key}"))
-        self.ctl.connect(wire.sockname(name, "ctl"))
+        self.ctl.bind(simwire.sockname(name, f"ctl{self.key}"))
+        self.ctl.connect(simwire.sockname(name, "ctl"))
         self.data = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.data.settimeout(timeout)
-        self.data.bind(wire.sockname(name, f"in{self.key}"))
-        info = wire.CLIENT_INFO.pack(self.key, 0, 0, nodeid.encode())
-        reply = self.control(wire.CTL_CONNECT, info, clientid=0)
-        if reply.type == wire.CTL_ERROR:
+        self.data.bind(simwire.sockname(name, f"in{self.key}"))
+        info = simwire.CLIENT_INFO.pack(self.key, 0, 0, nodeid.encode())
+        reply = self.control(simwire.CTL_CONNECT, info, clientid=0)
+        if reply.type == simwire.CTL_ERROR:
             self.close()
             raise ConnectionError(f"server refused {nodeid!r}")
-        self.id, _qp, _issm, attached = wire.CLIENT_INFO.unpack(reply.data[:wire.CLIENT_INFO.size])
-        self.attached = wire.cstring(attached)
-        self.data.connect(wire.sockname(name, f"out{self.id}"))
+        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])
+        self.attached = simwire.cstring(attached)
+        self.data.connect(simwire.sockname(name, f"out{self.id}"))
 
-    def control(self, type_: int, data: bytes = b"", clientid: int | None = None) -> wire.Ctl:
+    def control(self, type_: int, data: bytes = b"", clientid: int | None = None) -> simwire.Ctl:
         cid = self.id if clientid is None else clientid
-        self.ctl.send(wire.Ctl(cid, type_, len(data), data).encode())
-        return wire.Ctl.decode(self.ctl.recv(4096))
+        self.ctl.send(simwire.Ctl(cid, type_, len(data), data).encode())
+        return simwire.Ctl.decode(self.ctl.recv(4096))
 
     def send_raw(self, raw: bytes) -> None:
         self.data.send(raw)
@@ -49,14 +49,14 @@ class SimClient:
 
     def request(self, mad: bytes, dlid: int = 0xFFFF, dqp: int = 0) -> tuple[int, bytes]:
         """Send one MAD; the answer's sim status and MAD."""
-        self.send_raw(wire.REQUEST.pack(dlid, 0, dqp, 0, 0, len(mad), mad.ljust(256, b"\0")))
-        _dlid, _slid, _dqp, _sqp, status, _len, reply = wire.REQUEST.unpack(self.recv_raw())
+        self.send_raw(simwire.REQUEST.pack(dlid, 0, dqp, 0, 0, len(mad), mad.ljust(256, b"\0")))
+        _dlid, _slid, _dqp, _sqp, status, _len, reply = simwire.REQUEST.unpack(self.recv_raw())
         return status, reply
 
     def close(self) -> None:
         try:
             if hasattr(self, "id"):
-                self.control(wire.CTL_DISCONNECT)
+                self.control(simwire.CTL_DISCONNECT)
         except OSError:
             pass
         self.ctl.close()
@@ -83,13 +83,13 @@ class UdpSimClient(SimClient):
         self.data.settimeout(timeout)
         self.data.bind((host, 0))
         self.key = key if key is not None else self.data.getsockname()[1]
-        info = wire.CLIENT_INFO.pack(self.key, 0, 0, nodeid.encode())
-        reply = self.control(wire.CTL_CONNECT, info, clientid=0)
-        if reply.type == wire.CTL_ERROR:
+        info = simwire.CLIENT_INFO.pack(self.key, 0, 0, nodeid.encode())
+        reply = self.control(simwire.CTL_CONNECT, info, clientid=0)
+        if reply.type == simwire.CTL_ERROR:
             self.close()
             raise ConnectionError(f"server refused {nodeid!r}")
-        self.id, _qp, _issm, attached = wire.CLIENT_INFO.unpack(reply.data[:wire.CLIENT_INFO.size])
-        self.attached = wire.cstring(attached)
+        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])
+        self.attached = simwire.cstring(attached)
         self.data.connect((server[0], server[1] + 1 + self.id))
 
 
@@ -124,7 +124,7 @@ def fuzz_requests(rng: random.Random, n: int) -> list[bytes]:
         if k == 0:
             out.append(rng.randbytes(rng.randrange(0, 600)))
         elif k == 1:
-            out.append(rng.randbytes(wire.REQUEST_SIZE))
+            out.append(rng.randbytes(simwire.REQUEST_SIZE))
         else:
             path = [rng.randrange(0, 70) for _ in range(rng.randrange(0, 70))][:63]
             mad = bytearray(dr_smp(rng.choice([0x10, 0x11, 0x15, 0x19, 0x1B, 0x20, 0x2, 0xFF90,
@@ -138,5 +138,5 @@ def fuzz_requests(rng: random.Random, n: int) -> list[bytes]:
             if k == 5:
                 mad[4:8] = rng.randbytes(4)  # D bit, hop pointer and count
             dlid = rng.choice([0xFFFF, 0, rng.randrange(65536)])
-            out.append(wire.REQUEST.pack(dlid, 0, rng.randrange(3), 0, 0, 256, bytes(mad)))
+            out.append(simwire.REQUEST.pack(dlid, 0, rng.randrange(3), 0, 0, 256, bytes(mad)))
     return out

@@ -21,7 +21,7 @@ from fabric_server import fabric_up
 from fabriclab.formats import ibnetdiscover, ibsim_net
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim import wire
+from fabriclab.ib import simwire
 from fabriclab.spec.load import load_spec
 from realtools import ibsim
 from simclient import SimClient, dr_smp, fuzz_requests, lid_mad
@@ -96,13 +96,13 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
         rng = random.Random(1234)
         # control channel garbage: wrong sizes, bad magic, unknown types, unknown clients
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.bind(wire.sockname(f.name, f"ctl{os.getpid() + 7}"))
+            s.bind(simwire.sockname(f.name, f"ctl{os.getpid() + 7}"))
             s.settimeout(1)
             for _ in range(300):
                 raw = rng.choice([rng.randbytes(rng.randrange(200)),
-                                  wire.Ctl(rng.randrange(50), rng.randrange(20), 0,
+                                  simwire.Ctl(rng.randrange(50), rng.randrange(20), 0,
                                            rng.randbytes(64)).encode()])
-                s.sendto(raw, wire.sockname(f.name, "ctl"))
+                s.sendto(raw, simwire.sockname(f.name, "ctl"))
         # a connected client sending a few thousand broken datagrams
         with SimClient(f.name, "sched-worker2", timeout=0.2) as c:
             answers = 0
@@ -173,7 +173,7 @@ def test_sma_semantics(real_tools, tmp_path):
         st, r = c.request(dr_smp(0x15, [1], mod=99))
         assert r[4:6] == (0x8000 | 0x001C).to_bytes(2, "big")
         # ACTIVE straight from INIT is refused; ARMED then ACTIVE is accepted
-        from fabriclab.sim.mad.layouts import PORT_INFO
+        from fabriclab.ib.mad.layouts import PORT_INFO
         st, pi = c.request(dr_smp(0x15, [1], mod=3))
         cur = bytes(pi[64:128])
         assert PORT_INFO.get(cur, "LinkState") == 2

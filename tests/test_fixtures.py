@@ -7,8 +7,9 @@ import pytest
 from fabriclab.errors import InputError
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
-from fabriclab.model.fabric import NodeType, diff_signatures
-from fabriclab.spec.from_fabric import spec_from_fabric
+from fabriclab.ib.enums import NodeType
+from fabriclab.model.fabric import diff_signatures
+from fabriclab.model.to_spec import spec_from_fabric
 from fabriclab.spec.schema import Spec
 
 REAL = "real"

@@ -16,7 +16,7 @@ from fabriclab.errors import InputError, SpecError
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
 from fabriclab.spec import hostlist
-from fabriclab.spec.from_fabric import spec_from_fabric
+from fabriclab.model.to_spec import spec_from_fabric
 from fabriclab.spec.load import parse_spec_text
 from fabriclab.spec.schema import Spec
 

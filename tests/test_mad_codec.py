@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_server import fabric_up
-from fabriclab.sim.mad import layouts
-from fabriclab.sim.mad.codec import Layout
+from fabriclab.ib.mad import layouts
+from fabriclab.ib.mad.codec import Layout
 
 ALL = [v for v in vars(layouts).values() if isinstance(v, Layout)]
 

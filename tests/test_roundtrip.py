@@ -10,7 +10,7 @@ from fabriclab.errors import SpecError
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
 from fabriclab.model.fabric import diff_signatures
-from fabriclab.spec.from_fabric import spec_from_fabric
+from fabriclab.model.to_spec import spec_from_fabric
 from fabriclab.spec.schema import Spec
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,7 +30,8 @@ from fabric_server import fabric_up
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim import runtime, wire
+from fabriclab.sim import runtime
+from fabriclab.ib import simwire
 from fabriclab.sim.server import FabricServer
 from fabriclab.spec.load import load_spec
 from realtools import UMAD2SIM
@@ -82,11 +83,11 @@ def _log(f) -> str:
 
 
 def _ctl(clientid: int, type_: int, data: bytes = b"") -> bytes:
-    return wire.Ctl(clientid, type_, len(data), data).encode()
+    return simwire.Ctl(clientid, type_, len(data), data).encode()
 
 
 def _connect_record(key: int, nodeid: str = "", issm: int = 0) -> bytes:
-    return _ctl(0, wire.CTL_CONNECT, wire.CLIENT_INFO.pack(key, 0, issm, nodeid.encode()))
+    return _ctl(0, simwire.CTL_CONNECT, simwire.CLIENT_INFO.pack(key, 0, issm, nodeid.encode()))
 
 
 def _unix(bind: bytes | None = None, timeout: float = 5.0) -> socket.socket:
@@ -97,8 +98,8 @@ def _unix(bind: bytes | None = None, timeout: float = 5.0) -> socket.socket:
     return s
 
 
-def _reply(s: socket.socket) -> wire.Ctl:
-    return wire.Ctl.decode(s.recv(4096))
+def _reply(s: socket.socket) -> simwire.Ctl:
+    return simwire.Ctl.decode(s.recv(4096))
 
 
 def _tool(name: str, host: str, argv: list[str], cwd: Path, timeout: float = 60,
@@ -186,11 +187,11 @@ def test_control_record_from_an_unbound_socket_kills_nothing(real_tools, tmp_pat
         with _unix() as s:
             for type_ in (2, 0xDEADBEEF, 77, 0):
                 s.sendto(struct.pack("<IIII64s", 0xDEADBEEF, 0, type_, 0, b""),
-                         wire.sockname(f.name, "ctl"))
+                         simwire.sockname(f.name, "ctl"))
         # an unknown type from a bound socket is answered, with an error
-        with _unix(wire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
-            s.sendto(_ctl(0, 77), wire.sockname(f.name, "ctl"))
-            assert _reply(s).type == wire.CTL_ERROR
+        with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
+            s.sendto(_ctl(0, 77), simwire.sockname(f.name, "ctl"))
+            assert _reply(s).type == simwire.CTL_ERROR
         time.sleep(2.5)  # a sweep or two
         f.instance()  # raises if the server is gone
         assert _alive(sm_pid)
@@ -213,9 +214,9 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
         assert ok.returncode == 0 and "State: Initializing" in ok.stdout, ok.stderr
         # and in-process: every kind of request on that port is answered
         with SimClient(srv.name, "sched-worker1") as c:
-            for t in (wire.CTL_GET_PORT, wire.CTL_GET_PORTINFO, wire.CTL_GET_GID, 200):
-                assert c.control(t, b"\0" * 4).type == wire.CTL_ERROR
-            assert c.control(wire.CTL_GET_GUID).type == wire.CTL_GET_GUID
+            for t in (simwire.CTL_GET_PORT, simwire.CTL_GET_PORTINFO, simwire.CTL_GET_GID, 200):
+                assert c.control(t, b"\0" * 4).type == simwire.CTL_ERROR
+            assert c.control(simwire.CTL_GET_GUID).type == simwire.CTL_GET_GUID
 
 
 # --- 2. floods: limits, expiry, descriptors, ports ------------------------------------
@@ -230,7 +231,7 @@ def test_sweep_and_refusals_work_without_free_descriptors(tmp_path):
         c.ctl.close()
         c.data.close()  # the client is gone
         # the same process about to attach again (its data socket is never reached)
-        late = _unix(wire.sockname(srv.name, f"ctl{os.getpid()}"), timeout=2)
+        late = _unix(simwire.sockname(srv.name, f"ctl{os.getpid()}"), timeout=2)
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         # take every free descriptor number up to the highest in use, then set the
         # limit just above: not one descriptor left
@@ -242,14 +243,14 @@ def test_sweep_and_refusals_work_without_free_descriptors(tmp_path):
             resource.setrlimit(resource.RLIMIT_NOFILE, (fillers[-1] + 1, hard))
             srv._sweep()
             after_sweep = dict(srv.clients)
-            late.sendto(_connect_record(os.getpid()), wire.sockname(srv.name, "ctl"))
+            late.sendto(_connect_record(os.getpid()), simwire.sockname(srv.name, "ctl"))
             srv._on_ctl()
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
             for fd in fillers:
                 os.close(fd)
         assert after_sweep == {}
-        assert _reply(late).type == wire.CTL_ERROR
+        assert _reply(late).type == simwire.CTL_ERROR
         assert srv.clients == {}
         late.close()
 
@@ -263,13 +264,13 @@ def test_forged_unix_client_flood_is_refused(real_tools, tmp_path):
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(want[0], min(want[1], n + 1024)), want[1]))
     with fabric_up("lab", tmp_path) as f:
         pid = f.instance().pid
-        fakes = [_unix(wire.sockname(f.name, f"in{NOT_A_PID + i}")) for i in range(n)]
-        with _unix(wire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
+        fakes = [_unix(simwire.sockname(f.name, f"in{NOT_A_PID + i}")) for i in range(n)]
+        with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
             types = []
             for i in range(n):
-                s.sendto(_connect_record(NOT_A_PID + i), wire.sockname(f.name, "ctl"))
+                s.sendto(_connect_record(NOT_A_PID + i), simwire.sockname(f.name, "ctl"))
                 types.append(_reply(s).type)
-        assert set(types) == {wire.CTL_ERROR}
+        assert set(types) == {simwire.CTL_ERROR}
         assert _fds(pid) < 100
         for x in fakes:
             x.close()
@@ -406,14 +407,14 @@ def test_silent_remote_clients_make_way_when_places_run_out():
             attach()
         time.sleep(0.7)
         # b is busy: one MAD
-        b.send_raw(wire.REQUEST.pack(0xFFFF, 0, 0, 0, 0, 256, dr_smp(0x11, [1])))
+        b.send_raw(simwire.REQUEST.pack(0xFFFF, 0, 0, 0, 0, 256, dr_smp(0x11, [1])))
         time.sleep(0.05)
         for cl in list(srv.clients.values()):
             srv._on_data(cl)
         srv._next_reclaim = 0
         c = attach()  # a has been silent too long: it makes way
         assert {cl.key for cl in srv.clients.values()} == {b.key, c.key}
-        assert wire.REQUEST.unpack(b.recv_raw())[4] == 0  # b's NodeInfo was answered
+        assert simwire.REQUEST.unpack(b.recv_raw())[4] == 0  # b's NodeInfo was answered
     finally:
         for x in clients:
             x.ctl.close()
@@ -427,38 +428,38 @@ def test_silent_remote_clients_make_way_when_places_run_out():
 def test_forged_connects_and_disconnects_cannot_detach_opensm_or_a_tool(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True) as f:
         inst = f.instance()
-        ctl = wire.sockname(f.name, "ctl")
-        with _unix(wire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
+        ctl = simwire.sockname(f.name, "ctl")
+        with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
             # a connect claiming OpenSM's pid (and so its sockets)
             s.sendto(_connect_record(inst.sm_pid, "sched-worker1"), ctl)
-            assert _reply(s).type == wire.CTL_ERROR
+            assert _reply(s).type == simwire.CTL_ERROR
             # disconnects and IsSM changes in other clients' names
             for cid in range(4):
-                s.sendto(_ctl(cid, wire.CTL_SET_ISSM, struct.pack("<I", 0)), ctl)
-                assert _reply(s).type == wire.CTL_ERROR
-                s.sendto(_ctl(cid, wire.CTL_DISCONNECT), ctl)
+                s.sendto(_ctl(cid, simwire.CTL_SET_ISSM, struct.pack("<I", 0)), ctl)
+                assert _reply(s).type == simwire.CTL_ERROR
+                s.sendto(_ctl(cid, simwire.CTL_DISCONNECT), ctl)
                 s.recv(4096)
         # a process claiming another live process's pid, from sockets named after it
         sleeper = subprocess.Popen(["sleep", "60"])
         try:
-            with _unix(wire.sockname(f.name, f"ctl{sleeper.pid}")) as s, \
-                    _unix(wire.sockname(f.name, f"in{sleeper.pid}")):
+            with _unix(simwire.sockname(f.name, f"ctl{sleeper.pid}")) as s, \
+                    _unix(simwire.sockname(f.name, f"in{sleeper.pid}")):
                 s.sendto(_connect_record(sleeper.pid), ctl)
-                assert _reply(s).type == wire.CTL_ERROR
+                assert _reply(s).type == simwire.CTL_ERROR
         finally:
             sleeper.kill()
             sleeper.wait()
         # a tool attached here, and a child process claiming its pid
         with SimClient(f.name, "sched-worker2") as c:
             code = (f"import socket, struct; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
-                    f"s.settimeout(5); s.bind({wire.sockname(f.name, 'ctlchild')!r}); "
+                    f"s.settimeout(5); s.bind({simwire.sockname(f.name, 'ctlchild')!r}); "
                     f"s.sendto({_connect_record(os.getpid(), 'sched-worker2')!r}, {ctl!r}); "
                     f"print(struct.unpack_from('<III', s.recv(100))[2]); "
-                    f"s.sendto({_ctl(c.id, wire.CTL_DISCONNECT)!r}, {ctl!r}); "
+                    f"s.sendto({_ctl(c.id, simwire.CTL_DISCONNECT)!r}, {ctl!r}); "
                     f"print(struct.unpack_from('<III', s.recv(100))[2])")
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  timeout=30).stdout.split()
-            assert out == [str(wire.CTL_ERROR), str(wire.CTL_ERROR)]
+            assert out == [str(simwire.CTL_ERROR), str(simwire.CTL_ERROR)]
             status, reply = c.request(dr_smp(0x11, [1]))  # still attached, still answered
             assert status == 0 and reply[64 + 12:64 + 20] == \
                 f.cluster.fabric.find("MF0;LAB-IBLEAF-01:MQM9701/U1").guid.to_bytes(8, "big")
@@ -476,9 +477,9 @@ def test_forged_udp_connect_cannot_take_a_live_clients_port(real_tools, tmp_path
                 s.bind(("127.0.0.1", 0))
                 s.settimeout(5)
                 s.sendto(_connect_record(victim.key, "sched-worker2"), ("127.0.0.1", port))
-                assert _reply(s).type == wire.CTL_ERROR
-                s.sendto(_ctl(victim.id, wire.CTL_DISCONNECT), ("127.0.0.1", port))
-                assert _reply(s).type == wire.CTL_ERROR
+                assert _reply(s).type == simwire.CTL_ERROR
+                s.sendto(_ctl(victim.id, simwire.CTL_DISCONNECT), ("127.0.0.1", port))
+                assert _reply(s).type == simwire.CTL_ERROR
             status, reply = victim.request(dr_smp(0x11, [1]))
             assert status == 0 and reply[3] == 0x81
 
@@ -617,7 +618,7 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
         (state / f"{name}.json").write_text(json.dumps({
             **base, "name": name, "pid": sleeper.pid, "start": _stat_start(sleeper.pid),
             "cmdline": cmd}))
-        with _unix(wire.sockname(name, "ctl")):
+        with _unix(simwire.sockname(name, "ctl")):
             r = _cli(env, "exec", "--name", name, "sched-worker1", "--", "ibstat", cwd=tmp_path,
                      timeout=30)
         _one_error(r, "is not held by the fabric's server")
@@ -689,9 +690,9 @@ def test_malformed_datagrams_are_counted_and_their_log_lines_limited(real_tools,
         with SimClient(f.name, "sched-worker1") as c:
             for i in range(3000):
                 c.send_raw(b"x" * (i % 200))
-            with _unix(wire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
+            with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
                 for i in range(3000):
-                    s.sendto(b"\1" * (i % 100), wire.sockname(f.name, "ctl"))
+                    s.sendto(b"\1" * (i % 100), simwire.sockname(f.name, "ctl"))
             status, _ = c.request(dr_smp(0x11, [1]))
             assert status == 0
     log = _log(f)
@@ -707,9 +708,9 @@ def test_malformed_datagrams_are_counted_and_their_log_lines_limited(real_tools,
 @given(st.binary(max_size=200))
 def test_ctl_decode_takes_any_bytes(raw):
     try:
-        ctl = wire.Ctl.decode(raw)
+        ctl = simwire.Ctl.decode(raw)
     except ValueError:
-        assert len(raw) != wire.CTL.size or raw[:4] != struct.pack("<I", wire.MAGIC)
+        assert len(raw) != simwire.CTL.size or raw[:4] != struct.pack("<I", simwire.MAGIC)
     else:
         assert ctl.encode() == raw
 
@@ -727,11 +728,11 @@ def _control_datagram(draw, pid: int):
     clientid = draw(st.one_of(st.integers(0, 4), _u32))
     if kind == "connect":
         key = draw(st.one_of(st.just(pid), _u32))
-        data = wire.CLIENT_INFO.pack(key, draw(st.integers(0, 3)), draw(st.integers(0, 1)),
+        data = simwire.CLIENT_INFO.pack(key, draw(st.integers(0, 3)), draw(st.integers(0, 1)),
                                      draw(_nodeids).encode("utf-8", "replace")[:32])
-        return wire.Ctl(clientid, wire.CTL_CONNECT, draw(_u32), data).encode()
+        return simwire.Ctl(clientid, simwire.CTL_CONNECT, draw(_u32), data).encode()
     type_ = draw(st.one_of(st.integers(0, 12), _u32))
-    return wire.Ctl(clientid, type_, draw(_u32), draw(st.binary(min_size=64, max_size=64))).encode()
+    return simwire.Ctl(clientid, type_, draw(_u32), draw(st.binary(min_size=64, max_size=64))).encode()
 
 
 def test_control_handling_fuzz():
@@ -741,10 +742,10 @@ def test_control_handling_fuzz():
     its invariants (limits, a watched socket per client, one SM per port)."""
     pid = os.getpid()
     with served(serve=False) as srv:
-        ctl = wire.sockname(srv.name, "ctl")
-        mine = _unix(wire.sockname(srv.name, f"ctl{pid}"), timeout=0)
-        data = _unix(wire.sockname(srv.name, f"in{pid}"), timeout=0)
-        other = _unix(wire.sockname(srv.name, f"ctl{NOT_A_PID}"), timeout=0)
+        ctl = simwire.sockname(srv.name, "ctl")
+        mine = _unix(simwire.sockname(srv.name, f"ctl{pid}"), timeout=0)
+        data = _unix(simwire.sockname(srv.name, f"in{pid}"), timeout=0)
+        other = _unix(simwire.sockname(srv.name, f"ctl{NOT_A_PID}"), timeout=0)
         anon = _unix(timeout=0)
         try:
             @settings(max_examples=400, deadline=None,
@@ -763,14 +764,14 @@ def test_control_handling_fuzz():
                             answers.append(s.recv(4096))
                     except BlockingIOError:
                         pass
-                    well_formed = len(raw) == wire.CTL.size and raw[:4] == struct.pack("<I", wire.MAGIC)
+                    well_formed = len(raw) == simwire.CTL.size and raw[:4] == struct.pack("<I", simwire.MAGIC)
                     assert len(answers) == (1 if well_formed else 0)
                     if answers:
-                        assert len(answers[0]) == wire.CTL.size
+                        assert len(answers[0]) == simwire.CTL.size
                 assert len(srv.clients) <= srv.capacity
                 for cl in srv.clients.values():
                     assert srv._fds.get(cl.sock.fileno()) is cl
-                    assert cl.key == pid and cl.addr == wire.sockname(srv.name, f"ctl{pid}")
+                    assert cl.key == pid and cl.addr == simwire.sockname(srv.name, f"ctl{pid}")
                 sms = [cl.port for cl in srv.clients.values() if cl.issm]
                 assert len(sms) == len(set(map(id, sms)))
 
@@ -778,13 +779,13 @@ def test_control_handling_fuzz():
             # and then a client that does everything right is served
             mine.sendto(_connect_record(pid, "sched-worker1"), ctl)
             srv._on_ctl()
-            reply = wire.Ctl.decode(mine.recv(4096))
-            assert reply.type == wire.CTL_CONNECT
-            cid = wire.CLIENT_INFO.unpack(reply.data[:wire.CLIENT_INFO.size])[0]
-            mine.sendto(_ctl(cid, wire.CTL_GET_GUID), ctl)
+            reply = simwire.Ctl.decode(mine.recv(4096))
+            assert reply.type == simwire.CTL_CONNECT
+            cid = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])[0]
+            mine.sendto(_ctl(cid, simwire.CTL_GET_GUID), ctl)
             srv._on_ctl()
             guid = runtime.resolve(LAB, "sched-worker1")[0].node.guid
-            assert wire.Ctl.decode(mine.recv(4096)).data[:8] == guid.to_bytes(8, "little")
+            assert simwire.Ctl.decode(mine.recv(4096)).data[:8] == guid.to_bytes(8, "little")
         finally:
             for s in (mine, data, other, anon):
                 s.close()
@@ -814,7 +815,7 @@ def _mutated_request(draw):
         mad[3] = (mad[3] & 0x80) | 0x01  # a Get instead
     dlid = draw(st.one_of(st.just(0xFFFF), st.integers(0, 200), st.integers(0, 0xFFFF)))
     dqp = draw(st.sampled_from([0, 1, 2, 7]))
-    req = bytearray(wire.REQUEST.pack(dlid, 0, dqp, 0, 0, 256, bytes(mad)))
+    req = bytearray(simwire.REQUEST.pack(dlid, 0, dqp, 0, 0, 256, bytes(mad)))
     for pos, val in draw(st.lists(st.tuples(st.integers(0, 31), st.integers(0, 255)), max_size=2)):
         req[pos] = val
     return bytes(req)
@@ -826,9 +827,9 @@ def test_datagram_fuzz_of_a_running_server(real_tools, tmp_path):
     import random
 
     with fabric_up("lab", tmp_path, sm=True) as f:
-        ctl = wire.sockname(f.name, "ctl")
+        ctl = simwire.sockname(f.name, "ctl")
         with SimClient(f.name, "sched-worker2", timeout=5) as c, \
-                _unix(wire.sockname(f.name, f"ctl{NOT_A_PID}")) as other, _unix() as anon:
+                _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as other, _unix() as anon:
 
             def drain(timeout: float = 0.0) -> None:
                 """Read what came back (the answers, and the refusals to ``other``)."""

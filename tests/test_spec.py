@@ -170,7 +170,7 @@ def test_same_spec_same_guids_and_lids():
 
 
 def test_hash_collisions_are_resolved_deterministically():
-    from fabriclab.model.ids import GuidAllocator, hash_guid
+    from fabriclab.model.guids import GuidAllocator, hash_guid
 
     alloc = GuidAllocator("hash")
     taken = hash_guid(0xE09D7303, "x mlx5_0")

@@ -25,7 +25,7 @@ from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster, find_port
 from .sim.admission import DEFAULT_MAX_CLIENTS
-from .spec.from_fabric import spec_from_fabric
+from .model.to_spec import spec_from_fabric
 from .spec.load import load_spec, locate, preset_names
 
 app = typer.Typer(

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 
 from .. import inputs
 from ..errors import InputError, Problem, ProblemLog
-from ..limits import DEVID_MAX, DUMP_BYTES_MAX, DUMP_LINE_MAX, MAX_PORTS, NODE_DESC_BYTES, VENDID_MAX
-from ..model import addressing, rates
-from ..model.fabric import DOWN_SPEED, DOWN_WIDTH, Fabric, FabricError, Node, NodeType, PhysState, Port
+from ..ib.ids import DEVID_MAX, MAX_PORTS, NODE_DESC_BYTES, VENDID_MAX
+from ..limits import DUMP_BYTES_MAX, DUMP_LINE_MAX
+from ..model import addressing
+from ..ib import rates
+from ..model.fabric import DOWN_SPEED, DOWN_WIDTH, Fabric, FabricError, Node, Port
+from ..ib.enums import NodeType, PhysState
 from .libibnetdisc import Scan, scan
 
 # --- rendering ----------------------------------------------------------------------

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import rates
-from ..model.fabric import Fabric, NodeType
+from ..ib import rates
+from ..model.fabric import Fabric
+from ..ib.enums import NodeType
 from .ibnetdiscover import _ca_block, _switch_block
 
 

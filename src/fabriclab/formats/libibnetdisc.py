@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..model.fabric import Fabric, Node, Port, mlnx_ext_port_info_supported
+from ..model.fabric import Fabric, Node, Port
+from ..ib.devices import mlnx_ext_port_info_supported
 
 _NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER, _EXT_PORT_INFO = 0, 1, 2, 3, 4
 
@@ -79,7 +80,7 @@ def scan(fabric: Fabric, start: Port) -> Scan:
             if port is None or not port.up:
                 continue
             if (kind == _PORT_INFO and port.speed.speed == 4 and not port.speed.ext
-                    and not port.speed.ext2 and mlnx_ext_port_info_supported(node)):
+                    and not port.speed.ext2 and mlnx_ext_port_info_supported(node.vendid, node.devid)):
                 append((_EXT_PORT_INFO, node, num, hops))
                 continue
             if node.is_switch:

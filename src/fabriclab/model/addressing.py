@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..limits import GUID_MAX, LID_MAX, LID_MIN, LMC_MAX
+from ..ib.ids import GUID_MAX, LID_MAX, LID_MIN, LMC_MAX
 from .fabric import Fabric, Node, Port
 
 

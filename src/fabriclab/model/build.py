@@ -23,13 +23,17 @@ import uuid
 from dataclasses import dataclass
 
 from ..errors import Problem, SpecError
-from ..limits import LID_MAX, LID_MIN, MAX_PORTS, NAME_MAX, NODE_DESC_BYTES, UNICAST_LIDS
+from ..ib.ids import LID_MAX, LID_MIN, MAX_PORTS, NODE_DESC_BYTES, UNICAST_LIDS
+from ..limits import NAME_MAX
 from ..spec import hostlist
 from ..spec.schema import CaSpec, Explicit, FatTree, HcaSpec, Spec, SwitchSpec, TrayGroup
-from . import addressing, hardware, rates
+from . import addressing
+from ..ib import devices, rates
 from .cluster import Cluster, Domain, Gpu, Tray
-from .fabric import Fabric, FabricError, Node, NodeType, Port, mlnx_ext_port_info_supported
-from .ids import GuidAllocator
+from .fabric import Fabric, FabricError, Node, Port
+from ..ib.enums import NodeType
+from ..ib.devices import mlnx_ext_port_info_supported
+from .guids import GuidAllocator
 
 # Domain UUIDs made up for laid-out NVLink domains are name-based (uuid5) in this space.
 NVLINK_UUID_NAMESPACE = uuid.UUID("6b1f0c52-0d7e-4f0e-9d58-3f8a4c7e2b10")
@@ -103,7 +107,7 @@ class _Builder:
         self.ca_ports = ports
         self._check_lid_budget(switches, "trays" if self.spec.trays else "fabric")
         if ex is not None:
-            room = sum((s.ports or hardware.switch_model(s.model).nports) for s in ex.switches) + ports
+            room = sum((s.ports or devices.switch_model(s.model).nports) for s in ex.switches) + ports
             if 2 * len(ex.links) > room:
                 raise self.fail("fabric.explicit.links", f"{len(ex.links)} links need {2 * len(ex.links)} "
                                 f"ports, but the switches and CAs have {room}")
@@ -139,7 +143,7 @@ class _Builder:
             for host in group.host_names():
                 tray = Tray(host)
                 for hi, h in enumerate(hcas):
-                    model = hardware.ca_model(h.model)
+                    model = devices.ca_model(h.model)
                     desc = h.desc if h.desc is not None else f"{host} {h.name}"
                     if h.guid is not None:
                         guid = h.guid
@@ -153,7 +157,7 @@ class _Builder:
                         sysimgguid=h.sysimgguid,
                         port_guid=h.port_guids[0] if h.port_guids else None,
                         name=f"{host}/{h.name}", role="hca", host=host, hca=h.name,
-                        model=model,
+                        hardware=model,
                     )
                     if h.port_guids:
                         if len(h.port_guids) != h.ports:
@@ -193,27 +197,27 @@ class _Builder:
         """Cable two ports.  FDR10 is Mellanox's own rate, switched on through Mellanox
         ExtendedPortInfo: a link trains at FDR10 only when both ends speak it (the list
         libibnetdisc and opensm use), otherwise at QDR."""
-        if speed.fdr10 and not (mlnx_ext_port_info_supported(a.node)
-                                and mlnx_ext_port_info_supported(b.node)):
+        if speed.fdr10 and not (mlnx_ext_port_info_supported(a.node.vendid, a.node.devid)
+                                and mlnx_ext_port_info_supported(b.node.vendid, b.node.devid)):
             speed = rates.SPEEDS["QDR"]
         self.fabric.connect(a, b, width, speed)
 
     # --- switches ---------------------------------------------------------------------
-    def _new_switch(self, model: hardware.SwitchModel, name: str, role: str, tier: int,
+    def _new_switch(self, model: devices.SwitchModel, name: str, role: str, tier: int,
                     *, sharp: bool = False) -> Node:
         if name in self.switch_by_name:
             raise self.fail("fabric.fat_tree.names", f"two {role} switches are both named {name!r}")
-        offsets = (hardware.AN_GUID_OFFSET,) if sharp else ()
+        offsets = (devices.AN_GUID_OFFSET,) if sharp else ()
         guid = self.guids.allocate(self.spec.guids.switch_prefix, name, offsets=offsets)
         node = Node(NodeType.SWITCH, guid, model.nports, model.desc.format(name=name),
                     vendid=model.vendid, devid=model.devid, revision=model.revision,
-                    name=name, role=role, tier=tier, model=model)
+                    name=name, role=role, tier=tier, hardware=model)
         node.enhanced_port0 = model.enhanced_port0
         self._add(node, f"switch {name}")
         self.switch_by_name[name] = node
         if sharp and model.an_port:
-            an = Node(NodeType.CA, guid + hardware.AN_GUID_OFFSET, 1, hardware.AGGREGATION_NODE_DESC,
-                      vendid=hardware.AGGREGATION_NODE.vendid, devid=hardware.AGGREGATION_NODE.devid,
+            an = Node(NodeType.CA, guid + devices.AN_GUID_OFFSET, 1, devices.AGGREGATION_NODE_DESC,
+                      vendid=devices.AGGREGATION_NODE.vendid, devid=devices.AGGREGATION_NODE.devid,
                       sysimgguid=guid, name=f"{name}/AN", role="aggregation")
             self._add(an, f"switch {name}")
             self._cable(node.port(model.an_port), an.port(1),
@@ -223,7 +227,7 @@ class _Builder:
     # --- fat tree ---------------------------------------------------------------------
     def _fat_tree(self, ft: FatTree) -> None:
         where = "fabric.fat_tree"
-        model = hardware.switch_model(ft.switch)
+        model = devices.switch_model(ft.switch)
         radix = model.radix
         eps = self._endpoints()
         if not eps:
@@ -311,7 +315,7 @@ class _Builder:
                     leaf, lp = leaves[g * rails + r], slot + 1
                 else:
                     leaf, lp = leaves[g], slot * rails + r + 1
-                native = hp.node.model
+                native = hp.node.hardware
                 s = speed if native is None or ft.rate else rates.slower(speed, rates.speed(native.rate))
                 self._cable(leaf.port(lp), hp, width, s)
 
@@ -403,7 +407,7 @@ class _Builder:
             return (per // rails) * rails
         return per
 
-    def _link_speed(self, ft: FatTree, model: hardware.SwitchModel) -> rates.Speed:
+    def _link_speed(self, ft: FatTree, model: devices.SwitchModel) -> rates.Speed:
         return rates.speed(ft.rate) if ft.rate else rates.speed(model.rate)
 
     def _name(self, pattern: str, where: str, **fields) -> str:
@@ -441,7 +445,7 @@ class _Builder:
     def _explicit_switch(self, s: SwitchSpec, where: str) -> None:
         if s.name in self.switch_by_name or s.name in self.ca_by_name:
             raise self.fail(f"{where}.name", f"name {s.name!r} appears twice")
-        model = hardware.switch_model(s.model)
+        model = devices.switch_model(s.model)
         guid = s.guid if s.guid is not None else self.guids.allocate(self.spec.guids.switch_prefix, s.name)
         node = Node(NodeType.SWITCH, guid, s.ports or model.nports,
                     s.desc if s.desc is not None else model.desc.format(name=s.name),
@@ -465,7 +469,7 @@ class _Builder:
         node = Node(ntype, guid, c.ports, c.desc, vendid=c.vendid, devid=c.devid,
                     sysimgguid=c.sysimgguid,
                     port_guid=c.port_guids[0] if c.port_guids else None,
-                    name=c.name, role="aggregation" if c.desc == hardware.AGGREGATION_NODE_DESC else "ca")
+                    name=c.name, role="aggregation" if c.desc == devices.AGGREGATION_NODE_DESC else "ca")
         if c.port_guids:
             if len(c.port_guids) != c.ports:
                 raise self.fail(f"{where}.port_guids", f"{len(c.port_guids)} GUIDs for {c.ports} ports")

@@ -9,37 +9,12 @@ Objects use ``__slots__``: a 32,768-HCA three-tier fabric has about 200,000 port
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Iterable, Iterator
 
-from .rates import SPEEDS, WIDTHS, Speed, Width
+from ..ib.enums import NodeType, PhysState
+from ..ib.rates import SPEEDS, WIDTHS, Speed, Width
 
 DOWN_WIDTH, DOWN_SPEED = WIDTHS["4x"], SPEEDS["SDR"]
-
-
-class NodeType(IntEnum):
-    """NodeInfo.NodeType values."""
-
-    CA = 1
-    SWITCH = 2
-    ROUTER = 3
-
-    @property
-    def prefix(self) -> str:
-        """The letter ibnetdiscover puts before the GUID: S-, H-, R-."""
-        return _PREFIX[self]
-
-
-_PREFIX = {NodeType.CA: "H", NodeType.SWITCH: "S", NodeType.ROUTER: "R"}
-
-
-class PhysState(IntEnum):
-    """PortInfo.PortPhysicalState values the fabric uses."""
-
-    SLEEP = 1
-    POLLING = 2
-    DISABLED = 3
-    LINKUP = 5
 
 
 class Port:
@@ -78,7 +53,7 @@ class Node:
     __slots__ = (
         "type", "guid", "port_guid", "sysimgguid", "vendid", "devid", "revision", "desc",
         "nports", "ports", "lid", "lmc", "enhanced_port0", "name", "role", "tier", "host",
-        "hca", "ident", "model",
+        "hca", "ident", "hardware",
     )
 
     def __init__(
@@ -99,7 +74,7 @@ class Node:
         host: str | None = None,
         hca: str | None = None,
         ident: str | None = None,
-        model=None,
+        hardware=None,
     ):
         self.type = type
         self.guid = guid
@@ -122,7 +97,7 @@ class Node:
         self.hca = hca
         # ibnetdiscover's quoted node id when it is not "<prefix>-<guid>" (ibsim nets).
         self.ident = ident
-        self.model = model  # hardware.SwitchModel / CaModel when built from a spec
+        self.hardware = hardware  # devices.SwitchModel / CaModel when built from a spec
         first = 0 if type == NodeType.SWITCH else 1
         self.ports: list[Port | None] = [None] * (nports + 1)
         for n in range(first, nports + 1):
@@ -161,26 +136,6 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.label} {self.desc!r}>"
-
-
-_BULL = 0x119F
-
-
-def mlnx_ext_port_info_supported(node: Node) -> bool:
-    """libibnetdisc's list of devices that answer Mellanox ExtendedPortInfo (and so can
-    report FDR10): SwitchX/Switch-IB/Quantum-1 switches, ConnectX-3..6 CAs, and Bull's
-    OEM versions.  Quantum-2 and ConnectX-7 are not on it."""
-    d, v = node.devid & 0xFFFF, node.vendid
-    if 0xC738 <= d <= 0xC73B or d in (0xC839, 0xCB20, 0xCF08, 0xCF09, 0xD2F0):
-        return True
-    if v == _BULL and (d in (0x1B02, 0x1B50, 0x1BA0, 0x1BF0) or 0x1BD0 <= d <= 0x1BD5):
-        return True
-    if 0x1003 <= d <= 0x101B or d == 0xA2D2:
-        return True
-    if v == _BULL and (d in (0x1B33, 0x1B73, 0x1B40, 0x1B41, 0x1B60, 0x1B61, 0x1B83, 0x1B93,
-                             0x1B94, 0x1BB4, 0x1BB5) or 0x1BC4 <= d <= 0x1BC6):
-        return True
-    return False
 
 
 class FabricError(ValueError):

@@ -9,16 +9,15 @@ CounterSelect bits name and answers with the values after the reset.
 from __future__ import annotations
 
 from .counters import DETAILS, summed
-from .mad.consts import (
-    PM2_ADDL_PORT_COUNTERS_EXT,
-    PM_ALL_PORT_SELECT,
+from ..ib.caps import PM2_ADDL_PORT_COUNTERS_EXT, PM_ALL_PORT_SELECT
+from ..ib.mad.consts import (
+    Attr,
+    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
-    Attr,
-    Method,
 )
-from .mad.layouts import (
+from ..ib.mad.layouts import (
     CLASS_PORT_INFO,
     GMP_DATA_SIZE,
     PORT_COUNTERS,

@@ -12,7 +12,7 @@ answer travelling back the same way is counted without walking the route again.
 
 from __future__ import annotations
 
-from .mad.consts import PhysState, PortState
+from ..ib.enums import PhysState, PortState
 from .state import SimPort
 
 MAX_HOPS = 64

@@ -40,7 +40,8 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster, find_port
 from ..model.fabric import Port
-from . import procfs, wire
+from . import procfs
+from ..ib import simwire
 
 UMAD2SIM_GLOBS = ("/usr/lib/*/umad2sim/libumad2sim.so", "/usr/lib64/umad2sim/libumad2sim.so",
                   "/usr/lib/umad2sim/libumad2sim.so")
@@ -339,7 +340,7 @@ def control_socket_up(name: str, listen: tuple[str, int] | list | None) -> bool:
         return False  # UDP: a bound port is not visible without sending to it
     try:
         with open("/proc/net/unix", "rb") as f:
-            return procfs.shown_name(wire.sockname(name, "ctl")) in procfs.unix_names(f.read())
+            return procfs.shown_name(simwire.sockname(name, "ctl")) in procfs.unix_names(f.read())
     except OSError:
         return False
 
@@ -359,7 +360,7 @@ def check_serving(inst: Instance) -> None:
             where = f"UDP port {port}"
         else:
             with open("/proc/net/unix", "rb") as f:
-                inode = procfs.unix_inode(f.read(), procfs.shown_name(wire.sockname(inst.name, "ctl")))
+                inode = procfs.unix_inode(f.read(), procfs.shown_name(simwire.sockname(inst.name, "ctl")))
             held = {inode} if inode is not None else set()
             where = f"{inst.name}:ctl"
     except OSError as e:

@@ -35,26 +35,22 @@ import time
 from dataclasses import dataclass, field
 
 from ..model.fabric import Fabric
-from . import procfs, wire
+from . import procfs
+from ..ib import simwire
 from .admission import Addresses, Policy
-from .mad.consts import (
-    CAP_IS_CAP_MASK_NOTICE,
-    CAP_IS_NOTICE,
-    CAP_IS_SM,
-    CAP_IS_TRAP,
-    PERMISSIVE_LID,
-    SIM_STATUS_TIMEOUT,
+from ..ib.caps import CAP_IS_CAP_MASK_NOTICE, CAP_IS_NOTICE, CAP_IS_SM, CAP_IS_TRAP
+from ..ib.ids import PERMISSIVE_LID
+from ..ib.simwire import SIM_STATUS_TIMEOUT
+from ..ib.mad.consts import (
+    Attr,
+    Method,
+    MgmtClass,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     TRAP_CAPABILITY_MASK_CHANGE,
     TRAP_LINK_STATE_CHANGE,
-    Attr,
-    MgmtClass,
-    Method,
-    NodeTypeCode,
-    PhysState,
-    PortState,
 )
-from .mad.layouts import (
+from ..ib.enums import NodeType, PhysState, PortState
+from ..ib.mad.layouts import (
     DR_INITIAL_PATH,
     DR_RETURN_PATH,
     DR_SMP_HEADER,
@@ -84,14 +80,14 @@ _SMI, _SMI_DR, _PERF, _SA = (int(MgmtClass.SMI), int(MgmtClass.SMI_DIRECT),
 _GET, _SET, _TRAP_REPRESS = int(Method.GET), int(Method.SET), int(Method.TRAP_REPRESS)
 _TID_CLIENT_SHIFT = 48
 _NONE = object()
-# Byte positions in a sim_request (see wire.REQUEST): the addresses, the status, the MAD.
+# Byte positions in a sim_request (see simwire.REQUEST): the addresses, the status, the MAD.
 _ADDR = struct.Struct(">H2xH2xII")  # dlid, slid, dqp, sqp
 _LID = struct.Struct(">H")
 _STATUS = struct.Struct(">I")
 _STATUS16 = struct.Struct(">H")
 _TID_HI = struct.Struct(">H")
-_REQ = wire.REQUEST_SIZE
-_MAD = wire.REQUEST_SIZE - wire.MAD_SIZE
+_REQ = simwire.REQUEST_SIZE
+_MAD = simwire.REQUEST_SIZE - simwire.MAD_SIZE
 _SMP_DATA, _GMP_DATA = _MAD + SMP_DATA, _MAD + GMP_DATA
 _SMP_END = _SMP_DATA + SMP_DATA_SIZE
 _GET_RESPONSE = int(Method.GET_RESPONSE)
@@ -205,7 +201,7 @@ class FabricServer:
     (returning (port, problem)); ``default_port`` is where a client without one goes;
     ``policy`` says who may attach and how many (:mod:`.admission`)."""
 
-    def __init__(self, fabric: Fabric, name: str = wire.DEFAULT_NAME, *,
+    def __init__(self, fabric: Fabric, name: str = simwire.DEFAULT_NAME, *,
                  listen: tuple[str, int] | None = None, resolve=None, default_port=None,
                  policy: Policy | None = None):
         self.name = name
@@ -258,7 +254,7 @@ class FabricServer:
         if self.remote:
             assert self.listen is not None
             return (self.listen[0], self.listen[1] + port_offset)
-        return wire.sockname(self.name, kind)
+        return simwire.sockname(self.name, kind)
 
     def bind(self) -> None:
         """Bind the control socket; OSError (address in use ...) goes to the caller."""
@@ -410,7 +406,7 @@ class FabricServer:
                        "control record from an unbound socket dropped (no address to answer)")
             return
         try:
-            ctl = wire.Ctl.decode(raw)
+            ctl = simwire.Ctl.decode(raw)
         except ValueError as e:
             self.stats.malformed += 1
             self._warn("malformed control records", "control record from %s dropped: %s",
@@ -422,14 +418,14 @@ class FabricServer:
             self.stats.refused += 1
             if not e.quiet:
                 self._warn("refused control requests", "%s from %s refused: %s",
-                           wire.CTL_NAMES.get(ctl.type, f"control type {ctl.type}"), _show(addr), e)
-            if self.remote and ctl.type == wire.CTL_CONNECT:
+                           simwire.CTL_NAMES.get(ctl.type, f"control type {ctl.type}"), _show(addr), e)
+            if self.remote and ctl.type == simwire.CTL_CONNECT:
                 self._remember_refusal(addr)
             reply = ctl.error()
         except Exception as e:  # a bug: answered with an error, and the server goes on
             self.stats.failed += 1
             self._warn("failed control requests", "%s for client %d failed (answered with "
-                       "an error): %s: %s", wire.CTL_NAMES.get(ctl.type, ctl.type), ctl.clientid,
+                       "an error): %s: %s", simwire.CTL_NAMES.get(ctl.type, ctl.type), ctl.clientid,
                        type(e).__name__, e, exc_info=True)
             reply = ctl.error()
         try:
@@ -438,12 +434,12 @@ class FabricServer:
             self._warn("control replies that failed", "control reply to %s failed: %s",
                        _show(addr), e)
 
-    def _handle_ctl(self, ctl: wire.Ctl, addr, creds) -> wire.Ctl:
-        if ctl.type == wire.CTL_CONNECT:
+    def _handle_ctl(self, ctl: simwire.Ctl, addr, creds) -> simwire.Ctl:
+        if ctl.type == simwire.CTL_CONNECT:
             return self._connect(ctl, addr, creds)
         cl = self.clients.get(ctl.clientid)
         if cl is None:
-            if ctl.type == wire.CTL_DISCONNECT:
+            if ctl.type == simwire.CTL_DISCONNECT:
                 return ctl
             raise Refused(f"no client {ctl.clientid}")
         if addr != cl.addr:  # another process must not detach it, or speak for it
@@ -451,35 +447,35 @@ class FabricServer:
         port = cl.port
         node = port.node
         t = ctl.type
-        if t == wire.CTL_DISCONNECT:
+        if t == simwire.CTL_DISCONNECT:
             self._drop_client(cl, "disconnected")
             return ctl
-        if t == wire.CTL_GET_VENDOR:
-            m = node.model
-            data = wire.VENDOR.pack(m.vendid, m.devid, m.revision, 1)
-        elif t == wire.CTL_GET_NODEINFO:
+        if t == simwire.CTL_GET_VENDOR:
+            m = node.fabric_node
+            data = simwire.VENDOR.pack(m.vendid, m.devid, m.revision, 1)
+        elif t == simwire.CTL_GET_NODEINFO:
             data = node.node_info(port.num)
-        elif t == wire.CTL_GET_PORTINFO:
+        elif t == simwire.CTL_GET_PORTINFO:
             num = ctl.data[0]
-            p = (node.port(num) if num and num <= node.model.nports else None) or port
+            p = (node.port(num) if num and num <= node.fabric_node.nports else None) or port
             # LocalPortNum names the port the client sits on (umad2sim's sysfs port dir)
             data = PORT_INFO.pack({"LocalPort": 0 if node.is_switch else p.num},
                                   base=p.port_info())
-        elif t == wire.CTL_GET_PKEYS:
-            data = bytes(port.pkeys[:wire.CTL_DATA])
-        elif t == wire.CTL_SET_ISSM:
+        elif t == simwire.CTL_GET_PKEYS:
+            data = bytes(port.pkeys[:simwire.CTL_DATA])
+        elif t == simwire.CTL_SET_ISSM:
             self._set_issm(cl, int.from_bytes(ctl.data[:4], "little") != 0)
             data = ctl.data
-        elif t == wire.CTL_GET_PORT:
-            data = wire.SIM_PORT.pack(port.lid, port.state)
-        elif t == wire.CTL_GET_GID:
+        elif t == simwire.CTL_GET_PORT:
+            data = simwire.SIM_PORT.pack(port.lid, port.state)
+        elif t == simwire.CTL_GET_GID:
             # ibsim copies the GUID in host byte order here; the field is unused by umad2sim
-            data = port.port_info()[8:16] + node.model.guid.to_bytes(8, "little")
-        elif t == wire.CTL_GET_GUID:
-            data = node.model.guid.to_bytes(8, "little")
+            data = port.port_info()[8:16] + node.fabric_node.guid.to_bytes(8, "little")
+        elif t == simwire.CTL_GET_GUID:
+            data = node.fabric_node.guid.to_bytes(8, "little")
         else:
             raise Refused(f"unknown control type {t}")
-        return wire.Ctl(ctl.clientid, t, ctl.length, data)
+        return simwire.Ctl(ctl.clientid, t, ctl.length, data)
 
     def _remember_refusal(self, addr) -> None:
         now = time.monotonic()
@@ -489,9 +485,9 @@ class FabricServer:
                 self._refusals.clear()
         self._refusals[addr] = now + _REFUSAL_MEMORY
 
-    def _connect(self, ctl: wire.Ctl, addr, creds) -> wire.Ctl:
-        key, qp, issm, raw_nodeid = wire.CLIENT_INFO.unpack(ctl.data[:wire.CLIENT_INFO.size])
-        nodeid = wire.cstring(raw_nodeid)
+    def _connect(self, ctl: simwire.Ctl, addr, creds) -> simwire.Ctl:
+        key, qp, issm, raw_nodeid = simwire.CLIENT_INFO.unpack(ctl.data[:simwire.CLIENT_INFO.size])
+        nodeid = simwire.cstring(raw_nodeid)
         # A refused tool gives up (libumad2sim panics), so a control address that keeps
         # asking is a flood: it is not looked at again for a moment (a look at a sender
         # on this host reads the kernel's UDP table, about half a millisecond).
@@ -530,7 +526,7 @@ class FabricServer:
                 sock.connect((host, key))
                 _last_datagram(sock)  # from now on the kernel stamps what arrives
             else:
-                sock.connect(wire.sockname(self.name, f"in{key}"))
+                sock.connect(simwire.sockname(self.name, f"in{key}"))
         except OSError as e:
             sock.close()
             raise Refused(f"cannot open its data socket: {e.strerror}") from None
@@ -540,9 +536,9 @@ class FabricServer:
         if cl.issm:
             self._set_issm(cl, True)
         log.info("client %d (%s %d) attached at %s", cid, self._key_name, key, port.ref())
-        reply_id = nodeid if nodeid else port.node.model.label
-        data = wire.CLIENT_INFO.pack(cid, qp, issm, reply_id.encode()[:31])
-        return wire.Ctl(ctl.clientid, wire.CTL_CONNECT, ctl.length, data)
+        reply_id = nodeid if nodeid else port.node.fabric_node.label
+        data = simwire.CLIENT_INFO.pack(cid, qp, issm, reply_id.encode()[:31])
+        return simwire.Ctl(ctl.clientid, simwire.CTL_CONNECT, ctl.length, data)
 
     @property
     def _key_name(self) -> str:
@@ -555,7 +551,7 @@ class FabricServer:
         elsewhere only by its address."""
         uids = self.policy.uids
         if not self.remote:
-            if addr != wire.sockname(self.name, f"ctl{key}"):
+            if addr != simwire.sockname(self.name, f"ctl{key}"):
                 raise Refused(f"its control socket is not {self.name}:ctl{key}")
             if creds is None:
                 raise Refused("the kernel gave no credentials")
@@ -894,7 +890,7 @@ class FabricServer:
             return
         node = src.node
         values = {"NoticeIsGeneric": 1, "NoticeTrapNumber": number, "NoticeIssuerLID": src.lid,
-                  "NoticeProducerType": NodeTypeCode.SWITCH if node.is_switch else NodeTypeCode.CA}
+                  "NoticeProducerType": NodeType.SWITCH if node.is_switch else NodeType.CA}
         if number == TRAP_LINK_STATE_CHANGE:
             values.update(NoticeType=1, NoticeDataLID=src.lid)  # urgent
         else:
@@ -906,7 +902,7 @@ class FabricServer:
                                "AttributeID": Attr.NOTICE})
         mad = hdr + bytes(SMP_DATA - len(hdr)) + NOTICE.pack(values) + bytes(128)
         self.stats.traps += 1
-        self._send(sm, wire.REQUEST.pack(src.smlid, src.lid, 0, 0, 0, wire.MAD_SIZE, mad))
+        self._send(sm, simwire.REQUEST.pack(src.smlid, src.lid, 0, 0, 0, simwire.MAD_SIZE, mad))
 
     def _link_changed(self, ports: list[SimPort]) -> None:
         self.router.forget(links=True)
@@ -927,7 +923,7 @@ class FabricServer:
             peer.phys, peer.state = PhysState.POLLING, PortState.DOWN
             peer.counters.add("LinkDownedCounter")
             changed.append(peer)
-        if p.model.peer is not None:
+        if p.fabric_port.peer is not None:
             p.counters.add("LinkDownedCounter")
         self._link_changed(changed)
 

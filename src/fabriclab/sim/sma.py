@@ -12,17 +12,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from ..model.fabric import mlnx_ext_port_info_supported
-from .mad.consts import (
+from ..ib.devices import mlnx_ext_port_info_supported
+from ..ib.mad.consts import (
+    Attr,
+    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
-    Attr,
-    Method,
-    PhysState,
-    PortState,
 )
-from .mad.layouts import MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
+from ..ib.enums import PhysState, PortState
+from ..ib.mad.layouts import MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
 from .state import DEFAULT_SL2VL, SimPort
 
 Reply = tuple[int, bytes]
@@ -198,7 +197,7 @@ def mcast_fdb(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Re
     if sw is None:
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64
     position, block = mod >> 28, mod & 0x1FF
-    if position > node.model.nports // 16 or block >= max(1, sw.caps.mcast_fdb_cap // 32):
+    if position > node.fabric_node.nports // 16 or block >= max(1, sw.caps.mcast_fdb_cap // 32):
         return STATUS_INVALID_FIELD, _ZERO64
     if method == Method.SET:
         sw.mft[(block, position)] = bytes(data[:64])
@@ -276,7 +275,7 @@ def mlnx_ext_port_info(sma: Sma, port: SimPort, method: int, mod: int, data: byt
     """Mellanox ExtendedPortInfo: FDR10, on the devices that have it (the same list
     libibnetdisc and OpenSM keep)."""
     node = port.node
-    if not mlnx_ext_port_info_supported(node.model):
+    if not mlnx_ext_port_info_supported(node.fabric_node.vendid, node.fabric_node.devid):
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64
     target = _target_port(port, mod & 0xFF)
     if target is None:
@@ -286,7 +285,7 @@ def mlnx_ext_port_info(sma: Sma, port: SimPort, method: int, mod: int, data: byt
         target.state_change_enable = v["StateChangeEnable"]
         if v["LinkSpeedEnabled"]:
             target.fdr10_enabled = v["LinkSpeedEnabled"] & 1
-    active = int(target.up and target.model.speed.fdr10)
+    active = int(target.up and target.fabric_port.speed.fdr10)
     return STATUS_OK, MLNX_EXT_PORT_INFO.pack({
         "StateChangeEnable": target.state_change_enable, "LinkSpeedSupported": 1,
         "LinkSpeedEnabled": target.fdr10_enabled, "LinkSpeedActive": active})

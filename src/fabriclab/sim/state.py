@@ -11,12 +11,13 @@ subnet comes up with the same LIDs every time.
 
 from __future__ import annotations
 
-from ..model import hardware
-from ..model.fabric import Fabric, Node, NodeType, Port
-from ..model.rates import SPEEDS
+from ..ib import devices
+from ..model.fabric import Fabric, Node, Port
+from ..ib.enums import NodeType
+from ..ib.rates import SPEEDS
 from .counters import Counters
-from .mad.consts import PhysState, PortState
-from .mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+from ..ib.enums import PhysState, PortState
+from ..ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
 
 _NDR = SPEEDS["NDR"]
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
@@ -45,7 +46,7 @@ class SimSwitch:
     __slots__ = ("lft", "lft_top", "mft", "mft_top", "lifetime", "state_change", "def_port",
                  "def_mcast_prim", "def_mcast_not_prim", "caps", "enhanced_port0")
 
-    def __init__(self, caps: hardware.ManagementCaps, enhanced_port0: bool):
+    def __init__(self, caps: devices.ManagementCaps, enhanced_port0: bool):
         self.caps = caps
         self.enhanced_port0 = enhanced_port0
         self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
@@ -91,7 +92,7 @@ class SimPort:
     """One port's run-time state; ``pi`` caches its encoded PortInfo."""
 
     __slots__ = (
-        "node", "num", "model", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state", "phys",
+        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state", "phys",
         "link_down_def", "width_enabled", "width_supported", "speed_enabled", "speed_ext_enabled",
         "speed_ext_supported", "speed_ext2_enabled", "speed_ext2_supported", "neighbor_mtu",
         "op_vls", "vl_high_limit", "hoq_life", "vl_stall", "gid_prefix", "mkey", "mkey_lease",
@@ -103,14 +104,14 @@ class SimPort:
     def __init__(self, node: "SimNode", model: Port):
         self.node = node
         self.num = model.num
-        self.model = model
+        self.fabric_port = model  # the port as built (cabling, link rate)
         self.guid = model.guid
         self.peer: SimPort | None = None
         caps = node.caps
         switch_ext = node.is_switch and model.num != 0
         self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
-        self.lid = 0 if switch_ext else (node.model.lid if node.is_switch else model.lid)
-        self.lmc = 0 if switch_ext else (node.model.lmc if node.is_switch else model.lmc)
+        self.lid = 0 if switch_ext else (node.fabric_node.lid if node.is_switch else model.lid)
+        self.lmc = 0 if switch_ext else (node.fabric_node.lmc if node.is_switch else model.lmc)
         self.smlid = 0
         self.smsl = 0
         if model.num == 0:
@@ -175,7 +176,7 @@ class SimPort:
         self.pi = None
 
     def _encode_port_info(self) -> bytes:
-        m = self.model
+        m = self.fabric_port
         caps = self.node.caps
         # the model holds what a port shows: its link's rate, or 4x SDR when it is down
         speed = m.speed if self.num else None
@@ -204,7 +205,7 @@ class SimPort:
         return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
 
     def ref(self) -> str:
-        return f"{self.node.model.desc!r}[{self.num}]"
+        return f"{self.node.fabric_node.desc!r}[{self.num}]"
 
     def __repr__(self) -> str:
         return f"<SimPort {self.ref()} lid {self.lid} {PortState(self.state).name}>"
@@ -213,14 +214,14 @@ class SimPort:
 class SimNode:
     """A node as its SMA sees itself: identity, caps, ports, and a switch's tables."""
 
-    __slots__ = ("model", "index", "is_switch", "caps", "ports", "sw", "node_desc",
+    __slots__ = ("fabric_node", "index", "is_switch", "caps", "ports", "sw", "node_desc",
                  "native_speed", "_node_info")
 
     def __init__(self, model: Node, index: int):
-        self.model = model
+        self.fabric_node = model  # the node as built (identity, ports, cabling)
         self.index = index
         self.is_switch = model.type == NodeType.SWITCH
-        self.caps = hardware.management_caps(model.devid, self.is_switch)
+        self.caps = devices.management_caps(model.devid, self.is_switch)
         self.native_speed = self._native_speed(model)
         self.node_desc = model.desc.encode("utf-8", "replace")[:64].ljust(64, b"\0")
         self.ports: list[SimPort | None] = [
@@ -230,7 +231,7 @@ class SimNode:
 
     @staticmethod
     def _native_speed(model: Node):
-        m = model.model
+        m = model.hardware
         if m is not None and getattr(m, "rate", None) in SPEEDS:
             return SPEEDS[m.rate]
         fastest = [p.speed for p in model.iter_ports() if p.peer is not None]
@@ -240,7 +241,7 @@ class SimNode:
         """NodeInfo as read through ``local_port`` (LocalPortNum, and a CA's PortGUID)."""
         ni = self._node_info.get(local_port)
         if ni is None:
-            m = self.model
+            m = self.fabric_node
             port = self.ports[local_port]
             ni = NODE_INFO.pack({
                 "BaseVers": 1, "ClassVers": 1, "NodeType": int(m.type), "NumPorts": m.nports,
@@ -264,11 +265,11 @@ class SimFabric:
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
-        self.by_model: dict[int, SimNode] = {id(n.model): n for n in self.nodes}
+        self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
         for sn in self.nodes:
             for sp in sn.ports:
-                if sp is not None and sp.model.peer is not None:
-                    far = sp.model.peer
+                if sp is not None and sp.fabric_port.peer is not None:
+                    far = sp.fabric_port.peer
                     sp.peer = self.by_model[id(far.node)].ports[far.num]
 
     def node_of(self, model: Node) -> SimNode:

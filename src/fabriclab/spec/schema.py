@@ -17,8 +17,9 @@ from typing import Annotated, Literal
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
-from ..limits import DEVID_MAX, GUID_MAX, HOST_NAME_MAX, INT_DIGITS_MAX, MAX_PORTS, MAX_TRAYS, NAME_MAX, VENDID_MAX
-from ..model import hardware, rates
+from ..ib.ids import DEVID_MAX, GUID_MAX, MAX_PORTS, VENDID_MAX
+from ..limits import HOST_NAME_MAX, INT_DIGITS_MAX, MAX_TRAYS, NAME_MAX
+from ..ib import devices, rates
 from . import hostlist
 
 
@@ -111,8 +112,8 @@ def _known(lookup):
     return check
 
 
-CaModelKey = Annotated[str, AfterValidator(_known(hardware.ca_model))]
-SwitchModelKey = Annotated[str, AfterValidator(_known(hardware.switch_model))]
+CaModelKey = Annotated[str, AfterValidator(_known(devices.ca_model))]
+SwitchModelKey = Annotated[str, AfterValidator(_known(devices.switch_model))]
 Rate = Annotated[str, BeforeValidator(lambda v: _check_rate(str(v)))]
 WidthToken = Annotated[str, BeforeValidator(lambda v: _check_width(str(v)))]
 
@@ -313,7 +314,7 @@ class CaSpec(_Strict):
     sysimgguid: Guid | None = None
     port_guids: list[Guid] | None = Field(None, max_length=MAX_PORTS)
     lids: list[AnyLid] | None = Field(None, max_length=MAX_PORTS)
-    vendid: VendorId = hardware.MELLANOX_VENDID
+    vendid: VendorId = devices.MELLANOX_VENDID
     devid: DeviceId = 0x1021
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
-from ...model.fabric import Fabric, Node, NodeType
+from ...model.fabric import Fabric, Node
+from ...ib.enums import NodeType
 from ...model.cluster import ZERO_UUID
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex

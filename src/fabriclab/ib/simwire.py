@@ -39,6 +39,10 @@ CTL_NAMES = {CTL_ERROR: "error", CTL_CONNECT: "connect", CTL_DISCONNECT: "discon
              CTL_GET_PORTINFO: "get-portinfo", CTL_SET_ISSM: "set-issm",
              CTL_GET_PKEYS: "get-pkeys"}
 
+# What umad2sim puts in sim_request.status when a MAD went nowhere: ETIMEDOUT, so the
+# tool sees its request time out at once instead of waiting for its retries.
+SIM_STATUS_TIMEOUT = 110
+
 CTL_DATA = 64
 # struct sim_ctl { u32 magic, clientid, type, len; char data[64]; }
 CTL = struct.Struct("<IIII64s")

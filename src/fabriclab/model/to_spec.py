@@ -12,9 +12,10 @@ import re
 from typing import Any
 
 from ..errors import InputError, Problem
-from ..limits import UNICAST_LIDS
-from ..model import hardware
-from ..model.fabric import Fabric, Node, NodeType
+from ..ib.ids import UNICAST_LIDS
+from ..ib import devices
+from .fabric import Fabric, Node
+from ..ib.enums import NodeType
 
 _HOST_HCA = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z][A-Za-z0-9_-]*\d)$")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
@@ -22,8 +23,8 @@ _SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HCAS_PER_TRAY_MAX = 64  # the spec's limit (TrayGroup.hcas)
 GPUS_PER_TRAY_MAX = 64  # the spec's limit (TrayGroup.gpus)
-_SWITCH_BY_DEVID = {m.devid: k for k, m in hardware.SWITCH_MODELS.items() if m.enhanced_port0}
-_CA_BY_DEVID = {m.devid: k for k, m in hardware.CA_MODELS.items()}
+_SWITCH_BY_DEVID = {m.devid: k for k, m in devices.SWITCH_MODELS.items() if m.enhanced_port0}
+_CA_BY_DEVID = {m.devid: k for k, m in devices.CA_MODELS.items()}
 
 
 def _hex(v: int) -> str:
@@ -114,7 +115,7 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
 
 def _switch(n: Node, name: str) -> dict[str, Any]:
     model_key = _SWITCH_BY_DEVID.get(n.devid, "quantum-2")
-    model = hardware.SWITCH_MODELS[model_key]
+    model = devices.SWITCH_MODELS[model_key]
     d: dict[str, Any] = {"name": name, "model": model_key}
     if n.ident is None:
         d["guid"] = _hex(n.guid)
@@ -148,7 +149,7 @@ def _port_fields(n: Node, d: dict[str, Any]) -> None:
 
 def _hca(n: Node, hca: str) -> dict[str, Any]:
     model_key = _CA_BY_DEVID.get(n.devid, "connectx-7")
-    model = hardware.CA_MODELS[model_key]
+    model = devices.CA_MODELS[model_key]
     d: dict[str, Any] = {"name": hca, "model": model_key, "guid": _hex(n.guid)}
     if n.nports != 1:
         d["ports"] = n.nports

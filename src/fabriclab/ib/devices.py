@@ -18,6 +18,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .caps import (
+    CAP2_IS_EXT_SPEEDS_2,
+    CAP2_IS_LINK_SPEED_HDR,
+    CAP2_IS_LINK_SPEED_NDR,
+    CAP2_IS_LINK_SPEED_XDR,
+    CAP2_IS_LINK_WIDTH_2X,
+    CAP_IS_CAP_MASK2,
+    CAP_IS_CAP_MASK_NOTICE,
+    CAP_IS_EXT_SPEEDS,
+    CAP_IS_NOTICE,
+    CAP_IS_SL_MAP,
+    CAP_IS_SYS_IMAGE_GUID,
+    CAP_IS_TRAP,
+    PM2_ADDL_PORT_COUNTERS_EXT,
+    PM_ALL_PORT_SELECT,
+)
+
 MELLANOX_VENDID = 0x2C9
 
 
@@ -94,15 +111,13 @@ def ca_model(key: str) -> CaModel:
 
 # --- what the devices' management agents report about themselves --------------------
 
-# PortInfo.CapabilityMask bits (IBA Vol. 1, 14.2.5.6, Table 164) used below.
-_NOTICE, _TRAP, _SL_MAP, _SYS_IMAGE_GUID = 1 << 2, 1 << 3, 1 << 6, 1 << 11
-_EXT_SPEEDS, _CAP_MASK2, _CAP_MASK_NOTICE = 1 << 14, 1 << 15, 1 << 22
-# CapabilityMask2 bits: 2x width, HDR, NDR, LinkSpeedExt2 (XDR) fields, XDR.
-_C2_2X, _C2_HDR, _C2_NDR, _C2_EXT2, _C2_XDR = 1 << 4, 1 << 5, 1 << 10, 1 << 11, 1 << 12
-# PMA ClassPortInfo.CapabilityMask: AllPortSelect, ExtendedWidth, SamplesOnly, XmitWait,
-# and bit 14; CapabilityMask2 bit 1: IsAdditionalPortCountersExtendedSupported.
-_PM_ALL_PORTS, _PM_CA = 1 << 8, 0x5A00
-_PM2_ADDL = 1 << 1
+# The PMA's ClassPortInfo.CapabilityMask of a ConnectX (real ``perfquery -x`` header, see
+# ManagementCaps): ExtendedWidth, SamplesOnly, XmitWait and bit 14.
+_PM_CA = 0x5A00
+_SWITCH_PORT0 = (CAP_IS_NOTICE | CAP_IS_TRAP | CAP_IS_SL_MAP | CAP_IS_SYS_IMAGE_GUID
+                 | CAP_IS_EXT_SPEEDS | CAP_IS_CAP_MASK2 | CAP_IS_CAP_MASK_NOTICE)
+_C2_2X, _C2_HDR, _C2_NDR = CAP2_IS_LINK_WIDTH_2X, CAP2_IS_LINK_SPEED_HDR, CAP2_IS_LINK_SPEED_NDR
+_C2_EXT2, _C2_XDR = CAP2_IS_EXT_SPEEDS_2, CAP2_IS_LINK_SPEED_XDR
 
 
 @dataclass(frozen=True)
@@ -133,18 +148,15 @@ class ManagementCaps:
     vl_arb_high_cap: int = 8
     vl_arb_low_cap: int = 8
     pma_cap_mask: int = _PM_CA
-    pma_cap_mask2: int = _PM2_ADDL
+    pma_cap_mask2: int = PM2_ADDL_PORT_COUNTERS_EXT
     linear_fdb_cap: int = 0  # switches only
     mcast_fdb_cap: int = 0
     part_enforce_cap: int = 0
 
 
-_SWITCH_PORT0 = _NOTICE | _TRAP | _SL_MAP | _SYS_IMAGE_GUID | _EXT_SPEEDS | _CAP_MASK2 | _CAP_MASK_NOTICE
-
-
-def _switch_caps(cap_mask2: int, pma2: int = _PM2_ADDL) -> ManagementCaps:
+def _switch_caps(cap_mask2: int, pma2: int = PM2_ADDL_PORT_COUNTERS_EXT) -> ManagementCaps:
     return ManagementCaps(_SWITCH_PORT0, cap_mask2, partition_cap=1, guid_cap=1,
-                          pma_cap_mask=_PM_CA | _PM_ALL_PORTS, pma_cap_mask2=pma2,
+                          pma_cap_mask=_PM_CA | PM_ALL_PORT_SELECT, pma_cap_mask2=pma2,
                           linear_fdb_cap=49152, mcast_fdb_cap=1024, part_enforce_cap=64)
 
 
@@ -171,3 +183,25 @@ def management_caps(devid: int, is_switch: bool) -> ManagementCaps:
     if caps is None or (caps.linear_fdb_cap > 0) != is_switch:
         return _DEFAULT_SWITCH if is_switch else _DEFAULT_CA
     return caps
+
+
+# --- libibnetdisc's and OpenSM's list of devices with Mellanox ExtendedPortInfo -------
+
+_BULL = 0x119F
+
+
+def mlnx_ext_port_info_supported(vendid: int, devid: int) -> bool:
+    """libibnetdisc's list of devices that answer Mellanox ExtendedPortInfo (and so can
+    report FDR10): SwitchX/Switch-IB/Quantum-1 switches, ConnectX-3..6 CAs, and Bull's
+    OEM versions.  Quantum-2 and ConnectX-7 are not on it."""
+    d, v = devid & 0xFFFF, vendid
+    if 0xC738 <= d <= 0xC73B or d in (0xC839, 0xCB20, 0xCF08, 0xCF09, 0xD2F0):
+        return True
+    if v == _BULL and (d in (0x1B02, 0x1B50, 0x1BA0, 0x1BF0) or 0x1BD0 <= d <= 0x1BD5):
+        return True
+    if 0x1003 <= d <= 0x101B or d == 0xA2D2:
+        return True
+    if v == _BULL and (d in (0x1B33, 0x1B73, 0x1B40, 0x1B41, 0x1B60, 0x1B61, 0x1B83, 0x1B93,
+                             0x1B94, 0x1BB4, 0x1BB5) or 0x1BC4 <= d <= 0x1BC6):
+        return True
+    return False
