@@ -8,12 +8,9 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
-REPO = HERE.parent
-import os
-
-# ../shared beside the checkout; FABRICLAB_SHARED overrides it
-SHARED = Path(os.environ.get("FABRICLAB_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures"
+# Real tools' outputs and topograph's test data, kept in the repository (fixtures/MANIFEST.tsv
+# names each file's source and licence), so the suite runs from a clone alone.
+FIXTURES = HERE / "fixtures"
 SPECS = HERE / "specs"
 
 
