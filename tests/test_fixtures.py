@@ -1,4 +1,4 @@
-"""Real dumps from real clusters (shared/fixtures) parse into the right fabric."""
+"""Real dumps from real clusters (tests/fixtures) parse into the right fabric."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_import_builds_the_same_fabric(fixtures_dir, group, name):
 
 
 def test_every_fixture_dump_parses(fixtures_dir):
-    """Nothing under shared/fixtures that looks like ibnetdiscover output is left out."""
+    """Nothing under tests/fixtures that looks like ibnetdiscover output is left out."""
     names = sorted(p for p in (fixtures_dir / REAL).iterdir()
                    if "ibnetdiscover" in p.name or p.suffix == ".topo")
     names += sorted(p for p in (fixtures_dir / TOPO).iterdir() if "ibnetdiscover" in p.name.lower()

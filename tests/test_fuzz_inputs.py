@@ -224,7 +224,7 @@ def test_round_trip_still_exact():
 
 
 def test_import_of_every_test_dump_validates(fixtures_dir):
-    """Every dump the tests hold (shared fixtures and the hostile table) imports to a spec
+    """Every dump the tests hold (tests/fixtures and the hostile table) imports to a spec
     that validate accepts."""
     texts = [p.read_text(errors="replace") for group in ("real", "topograph")
              for p in sorted((fixtures_dir / group).iterdir())

@@ -1,4 +1,4 @@
-"""Every topograph expected output in shared/fixtures/topograph that applies, reproduced
+"""Every topograph expected output in tests/fixtures/topograph that applies, reproduced
 byte for byte (or, where topograph's own test compares lines as a set, line for line)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The input graphs of topograph's translate tests (pkg/translate/output.go and
 topology_test.go), written out as data, so their expected outputs in
-shared/fixtures/topograph can be reproduced."""
+tests/fixtures/topograph can be reproduced."""
 
 from __future__ import annotations
 
