@@ -15,6 +15,7 @@ from conftest import SPECS
 from fabric_server import fabric_up
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.cluster import find_port
+from helpers import no_timestamp
 
 pytestmark = pytest.mark.realtools
 
@@ -24,10 +25,6 @@ CASES = [
     ("gb200-su", "gb-r03-t07:mlx5_2", "4xNDR"),
     (str(SPECS / "three-tier-hdr.yaml"), "node006:mlx5_1", "4xHDR"),
 ]
-
-
-def _no_timestamp(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith("# Topology file:")]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: c[0].rsplit("/", 1)[-1])
@@ -50,7 +47,7 @@ def test_ibnetdiscover_equals_the_renderer(up):
     real = up.run(up.origin, "ibnetdiscover").stdout
     start, _ = find_port(up.cluster, up.origin)
     ours = ibnetdiscover.render(up.cluster.fabric, start)
-    assert _no_timestamp(real) == _no_timestamp(ours)
+    assert no_timestamp(real) == no_timestamp(ours)
     rates = set(re.findall(r" (\d+x[A-Z0-9?]+)$", real, re.M))
     assert rates == {up.rate}
 
@@ -151,7 +148,7 @@ def test_xdr_as_rdma_core_v44_sees_it(real_tools, tmp_path):
     start, _ = find_port(f.cluster, "xw1")
     ours = ibnetdiscover.render(f.cluster.fabric, start)
     assert "4xXDR" in ours
-    assert _no_timestamp(real) == _no_timestamp(ours.replace("4xXDR", "4xQDR"))
+    assert no_timestamp(real) == no_timestamp(ours.replace("4xXDR", "4xQDR"))
     assert "LinkSpeedExtActive:..............No Extended Speed" in pi
     assert "CapabilityMask2:.................0x1c30" in pi  # ExtSpeeds2 and XDR supported
     assert re.search(r"LinkSpeedExtSupported:\.+14\.0625 Gbps or 25\.78125 Gbps or "

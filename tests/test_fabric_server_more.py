@@ -23,15 +23,12 @@ from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.ib import simwire
 from fabriclab.spec.load import load_spec
+from helpers import no_timestamp
 from realtools import ibsim
 from simclient import SimClient, dr_smp, fuzz_requests, lid_mad
 
 pytestmark = pytest.mark.realtools
 THREE = str(SPECS / "three-tier-hdr.yaml")
-
-
-def _no_timestamp(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith("# Topology file:")]
 
 
 def test_same_net_file_on_ibsim_and_fabriclab(real_tools, tmp_path):
@@ -55,7 +52,7 @@ def test_same_net_file_on_ibsim_and_fabriclab(real_tools, tmp_path):
             fixed = fixed.replace(f"({n.guid + 1:x})", f"({n.guid:x})")
             fixed = fixed.replace(f"port {n.guid + 1:016x}", f"port {n.guid:016x}")
     assert fixed != theirs  # the difference was there, and is now accounted for
-    assert _no_timestamp(ours) == _no_timestamp(fixed)
+    assert no_timestamp(ours) == no_timestamp(fixed)
     assert re.search(r"4xHDR$", ours, re.M)
 
 
@@ -67,7 +64,7 @@ def test_32_tools_at_once(real_tools, tmp_path):
         want = {}
         for h in hosts[:12]:
             start, _ = find_port(f.cluster, h)
-            want[h] = _no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
+            want[h] = no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
 
         def job(i_host):
             i, h = i_host
@@ -83,7 +80,7 @@ def test_32_tools_at_once(real_tools, tmp_path):
     assert len(results) == 32
     for h, kind, out in results:
         if kind == "discover":
-            assert _no_timestamp(out) == want[h]
+            assert no_timestamp(out) == want[h]
         elif kind == "perf":
             assert re.search(r"PortXmitData:\.+\d+", out)
         else:
@@ -147,8 +144,8 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
         assert len(outs) <= 1, outs
         assert inst.alive()
         start, _ = find_port(f.cluster, "sched-worker1")
-        assert _no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
-            _no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
+            no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
 
 
 def _out_sockets(name: str) -> list[str]:
@@ -197,7 +194,7 @@ def test_remote_mode_over_udp(real_tools, tmp_path):
         assert env["IBSIM_SERVER_NAME"] == "127.0.0.1" and env["IBSIM_SERVER_PORT"] == str(port)
         out = f.run("sched-worker2:mlx5_1", "ibnetdiscover").stdout
         start, _ = find_port(f.cluster, "sched-worker2:mlx5_1")
-        assert _no_timestamp(out) == _no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
+        assert no_timestamp(out) == no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
 
 
 def _free_udp_range(n: int) -> int:
@@ -278,7 +275,7 @@ def test_exec_shims_and_errors(real_tools, tmp_path):
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         start, _ = find_port(f.cluster, "sched-worker2")
-        assert _no_timestamp(out.stdout) == _no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
+        assert no_timestamp(out.stdout) == no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
         smi = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId "
                               "--format=csv,noheader"], env=env, cwd=tmp_path, capture_output=True,
                              text=True, timeout=60)

@@ -34,6 +34,7 @@ from fabriclab.sim import runtime
 from fabriclab.ib import simwire
 from fabriclab.sim.server import FabricServer
 from fabriclab.spec.load import load_spec
+from helpers import no_timestamp
 from realtools import UMAD2SIM
 from simclient import SimClient, UdpSimClient, dr_smp, fuzz_requests, lid_mad
 
@@ -42,13 +43,9 @@ LAB = build(load_spec("lab"))
 NOT_A_PID = 100000  # above pid_max (32768 by default, 4194304 at most on 64-bit)
 
 
-def _no_timestamp(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith("# Topology file:")]
-
-
 def _rendered(cluster, where: str) -> list[str]:
     start, _ = find_port(cluster, where)
-    return _no_timestamp(ibnetdiscover.render(cluster.fabric, start))
+    return no_timestamp(ibnetdiscover.render(cluster.fabric, start))
 
 
 def _alive(pid: int) -> bool:
@@ -274,7 +271,7 @@ def test_forged_unix_client_flood_is_refused(real_tools, tmp_path):
         assert _fds(pid) < 100
         for x in fakes:
             x.close()
-        assert _no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
             _rendered(f.cluster, "sched-worker1")
     log = _log(f)
     assert len(re.findall(r"connect from \S+ refused", log)) <= 10
@@ -321,7 +318,7 @@ def test_client_limit_refuses_cleanly_and_dead_clients_expire(real_tools, tmp_pa
             if r.returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert _no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
         assert "holds its limit of 6 clients" in _log(f)
 
 
@@ -350,7 +347,7 @@ def test_udp_connect_flood_keeps_ports_in_range(real_tools, tmp_path):
         ports = _udp_ports(pid)
         assert port in ports and len(ports) <= 3 and all(port <= p <= 65535 for p in ports)
         r = f.run("sched-worker2", "ibnetdiscover", timeout=60)
-        assert _no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
         assert "internal" not in _log(f) and "OverflowError" not in _log(f)
 
 
@@ -378,7 +375,7 @@ def test_udp_client_limits_per_sender_and_expiry(real_tools, tmp_path):
             if r.returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert _no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
         assert "uid 0 holds its limit of 4 clients" in _log(f)
 
 
@@ -675,7 +672,7 @@ def test_allow_filters_senders(real_tools, tmp_path):
             with pytest.raises(socket.timeout):
                 s.recv(4096)
         out = f.run("sched-worker1", "ibnetdiscover").stdout
-        assert _no_timestamp(out) == _rendered(f.cluster, "sched-worker1")
+        assert no_timestamp(out) == _rendered(f.cluster, "sched-worker1")
     log = _log(f)
     assert 1 <= len(re.findall(r"from 127\.0\.0\.2:\d+ dropped: not in the allowed networks", log)) <= 10
     counted = int(re.search(r"down: .* (\d+) datagrams from outside the allowed networks", log)[1])
@@ -871,7 +868,7 @@ def test_datagram_fuzz_of_a_running_server(real_tools, tmp_path):
             status, reply = c.request(dr_smp(0x11, [1]))
             assert status == 0 and reply[3] == 0x81
         for where in ("sched-worker1", "sched-worker2:mlx5_2"):
-            assert _no_timestamp(f.run(where, "ibnetdiscover").stdout) == _rendered(f.cluster, where)
+            assert no_timestamp(f.run(where, "ibnetdiscover").stdout) == _rendered(f.cluster, where)
         assert "SMINFO_MASTER" in f.run("sched-worker1", "sminfo").stdout
         assert re.search(r"PortXmitData:\.+\d+", f.run("sched-worker1", "perfquery", "-x").stdout)
         assert "Traceback" not in _log(f)

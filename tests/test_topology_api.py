@@ -16,14 +16,9 @@ import httpx
 import pytest
 
 from conftest import FIXTURES
+from helpers import free_port
 
 TOPO = FIXTURES / "topograph"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

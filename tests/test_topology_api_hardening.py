@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from conftest import FIXTURES
+from helpers import free_port
 
 from fabriclab.topology import server
 
@@ -31,12 +32,6 @@ MAX_BODY = 4 * 1024 * 1024
 
 TOPO = FIXTURES / "topograph"
 TOKEN = "s3cret-topology-token-for-tests"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def copy_models(dest: Path) -> Path:
