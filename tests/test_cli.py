@@ -108,13 +108,16 @@ def test_validate_ok_and_bad(tmp_path):
     (["render", "lab", "ibnetdiscover", "--from", "LAB-IBLEAF-01"], "is a switch"),
     (["render", "lab", "ibnetdiscover", "-o", "/nonexistent/dir/x"], "cannot write"),
     (["import", "/nonexistent", "-o", "-"], "error: /nonexistent: cannot read"),
-    (["validate", "lab", "--trays", "0"], ""),
+    (["validate", "lab", "--trays", "0"], "error: --trays: "),
 ])
 def test_user_errors_are_one_line_never_a_traceback(args, needle):
     r = fl(*args)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
-    assert needle in r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0]
 
 
 def test_import_real_dump_then_render(tmp_path):
