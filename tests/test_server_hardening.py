@@ -6,7 +6,6 @@ real tools must still see exactly the model."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,11 +32,9 @@ from fabriclab.sim import runtime
 from fabriclab.ib import simwire
 from fabriclab.sim.server import FabricServer
 from fabriclab.spec.load import load_spec
-from helpers import no_timestamp
-from realtools import UMAD2SIM
+from helpers import no_timestamp, run_tool, served
 from simclient import SimClient, UdpSimClient, dr_smp, fuzz_requests, lid_mad
 
-_n = itertools.count()
 LAB = build(load_spec("lab"))
 NOT_A_PID = 100000  # above pid_max (32768 by default, 4194304 at most on 64-bit)
 
@@ -97,40 +93,6 @@ def _unix(bind: bytes | None = None, timeout: float = 5.0) -> socket.socket:
 
 def _reply(s: socket.socket) -> simwire.Ctl:
     return simwire.Ctl.decode(s.recv(4096))
-
-
-def _tool(name: str, host: str, argv: list[str], cwd: Path, timeout: float = 60,
-          remote: tuple[str, int] | None = None, **kw) -> subprocess.CompletedProcess:
-    """A real tool attached at ``host`` of a fabric served under ``name``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
-    env.update(LD_PRELOAD=UMAD2SIM, IBSIM_SOCKNAME=name, SIM_HOST=host)
-    if remote:
-        env.update(IBSIM_SERVER_NAME=remote[0], IBSIM_SERVER_PORT=str(remote[1]))
-    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, **kw)
-
-
-@contextmanager
-def served(serve: bool = True, **kw):
-    """The lab fabric served in this process (on a thread when ``serve``)."""
-    name = f"flhard{os.getpid()}x{next(_n)}"
-    start, _ = find_port(LAB, None)
-    srv = FabricServer(LAB.fabric, name, resolve=lambda t: runtime.resolve(LAB, t),
-                       default_port=start, **kw)
-    srv.bind()
-    thread = None
-    if serve:
-        up = threading.Event()
-        thread = threading.Thread(target=srv.serve_forever, kwargs={"ready": up.set}, daemon=True)
-        thread.start()
-        assert up.wait(30)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        if thread is not None:
-            thread.join(10)
-        srv.close()
 
 
 def _pump(srv: FabricServer, make):
@@ -201,13 +163,13 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
     """A handler that raises (a port whose LID cannot be encoded, as a spec with
     ``lids: [-5, …]`` once produced) is answered SIM_CTL_ERROR: the real tool fails at
     once ("ctl error") instead of waiting forever, and the server goes on."""
-    with served() as srv:
+    with served(LAB) as srv:
         model, _ = runtime.resolve(LAB, "sched-worker1")
         srv.sim.port_of(model).lid = -5
-        r = _tool(srv.name, "sched-worker1", ["ibstat"], tmp_path, timeout=30)
+        r = run_tool(srv.name, "sched-worker1", ["ibstat"], tmp_path, timeout=30)
         assert r.returncode != 0 and "ctl error" in r.stderr, r.stderr
         assert srv.stats.failed >= 1
-        ok = _tool(srv.name, "sched-worker2", ["ibstat"], tmp_path, timeout=30)
+        ok = run_tool(srv.name, "sched-worker2", ["ibstat"], tmp_path, timeout=30)
         assert ok.returncode == 0 and "State: Initializing" in ok.stdout, ok.stderr
         # and in-process: every kind of request on that port is answered
         with SimClient(srv.name, "sched-worker1") as c:
@@ -222,7 +184,7 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
 def test_sweep_and_refusals_work_without_free_descriptors(tmp_path):
     """Out of file descriptors: a vanished client is still found (the socket table is
     read through a descriptor kept open), and a connect is refused with an answer."""
-    with served(serve=False) as srv:
+    with served(LAB, serve=False) as srv:
         c = _pump(srv, lambda: SimClient(srv.name, "sched-worker1"))
         assert len(srv.clients) == 1
         c.ctl.close()
@@ -497,7 +459,7 @@ def test_other_users_are_refused_unless_allowed(real_tools, tmp_path):
         with fabric_up("lab", tmp_path / f"f{ok}", extra=extra) as f:
             r = f.run("sched-worker1", "ibstat", check=False, timeout=30)
             assert r.returncode == 0  # the server's own user
-            r = _tool(f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=as_nobody)
+            r = run_tool(f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=as_nobody)
             assert (r.returncode == 0) == ok, r.stderr
             if not ok:
                 assert "connect failed" in r.stderr
@@ -738,7 +700,7 @@ def test_control_handling_fuzz():
     well-formed record from a bound socket gets exactly one answer, and the server keeps
     its invariants (limits, a watched socket per client, one SM per port)."""
     pid = os.getpid()
-    with served(serve=False) as srv:
+    with served(LAB, serve=False) as srv:
         ctl = simwire.sockname(srv.name, "ctl")
         mine = _unix(simwire.sockname(srv.name, f"ctl{pid}"), timeout=0)
         data = _unix(simwire.sockname(srv.name, f"in{pid}"), timeout=0)
