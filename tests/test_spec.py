@@ -13,15 +13,16 @@ from fabriclab.spec.load import load_spec, locate, parse_spec_text, preset_names
 
 
 def errors_for(text: str) -> list[str]:
+    """The problems of a spec text, as the CLI shows them: parsing locates its own; a
+    build's are located in the text afterwards (locate), as cli._cluster does."""
     try:
         spec = parse_spec_text(textwrap.dedent(text), "t.yaml")
+    except SpecError as e:
+        return [str(p) for p in e.problems]
+    try:
         build(spec)
     except SpecError as e:
-        try:
-            raise locate(spec, e)  # noqa: F821 - spec exists when build failed
-        except (SpecError, NameError, UnboundLocalError) as e2:
-            err = e2 if isinstance(e2, SpecError) else e
-            return [str(p) for p in err.problems]
+        return [str(p) for p in locate(spec, e).problems]
     return []
 
 
