@@ -34,6 +34,7 @@ from .fabric import Fabric, FabricError, Node, Port
 from ..ib.enums import NodeType
 from ..ib.devices import mlnx_ext_port_info_supported
 from .guids import GuidAllocator
+from .tiers import assign_tiers
 
 # Domain UUIDs made up for laid-out NVLink domains are name-based (uuid5) in this space.
 NVLINK_UUID_NAMESPACE = uuid.UUID("6b1f0c52-0d7e-4f0e-9d58-3f8a4c7e2b10")
@@ -665,33 +666,3 @@ def _hca_specs(group: TrayGroup) -> list[HcaSpec]:
         return group.hcas
     return [HcaSpec(name=f"mlx5_{i}", model=group.hca_model, ports=group.hca_ports)
             for i in range(group.hcas)]
-
-
-def assign_tiers(fabric: Fabric) -> None:
-    """Give switches without a tier one by distance from the end nodes: a switch cabled to
-    a (non-aggregation) CA is tier 1, its other neighbours tier 2, and so on."""
-    pending = [n for n in fabric.nodes if n.is_switch and not n.tier]
-    if not pending:
-        return
-    frontier = []
-    for n in pending:
-        if any(p.peer is not None and not p.peer.node.is_switch and p.peer.node.role != "aggregation"
-               for p in n.iter_ports()):
-            n.tier = 1
-            frontier.append(n)
-    level = 1
-    while frontier:
-        level += 1
-        nxt = []
-        for n in frontier:
-            for p in n.iter_ports():
-                q = p.peer
-                if q is not None and q.node.is_switch and not q.node.tier:
-                    q.node.tier = level
-                    nxt.append(q.node)
-        frontier = nxt
-    for n in pending:
-        if not n.tier:
-            n.tier = 1
-        if n.role in ("", "switch"):
-            n.role = {1: "leaf", 2: "spine", 3: "core"}.get(n.tier, f"tier-{n.tier}")

@@ -29,6 +29,7 @@ from ...formats.nvidia_smi import SmiAnswers, topograph_partition
 from ...model.fabric import Fabric, Node
 from ...ib.enums import NodeType
 from ...model.cluster import ZERO_UUID
+from ...model.tiers import switch_tiers
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
 
@@ -238,29 +239,6 @@ def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Nod
     return out
 
 
-def _switch_tiers(fabric: Fabric, host_cas: set[int]) -> dict[int, int]:
-    """Tier of each switch: 1 if cabled to a host CA, else one more than the lowest
-    neighbour."""
-    tier: dict[int, int] = {}
-    frontier = []
-    for n in fabric.switches():
-        if any(p.peer is not None and id(p.peer.node) in host_cas for p in n.iter_ports()):
-            tier[id(n)] = 1
-            frontier.append(n)
-    level = 1
-    while frontier:
-        level += 1
-        nxt = []
-        for n in frontier:
-            for p in n.iter_ports():
-                q = p.peer
-                if q is not None and q.node.is_switch and id(q.node) not in tier:
-                    tier[id(q.node)] = level
-                    nxt.append(q.node)
-        frontier = nxt
-    return tier
-
-
 def switch_label(n: Node, names: bool, unique: set[str]) -> str:
     if names:
         m = _SWITCH_NAME.match(n.desc)
@@ -282,7 +260,7 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
                     "no-topology")
     # tiers from every host, requested or not, so a leaf whose nodes were not asked
     # for is still a leaf and never looks like a tier above the spines
-    tier = _switch_tiers(fabric, {id(c) for cas in hosts.values() for c in cas})
+    tier = switch_tiers(fabric.switches(), {id(c) for cas in hosts.values() for c in cas})
     counts: dict[str, int] = {}
     for n in fabric.switches():
         m = _SWITCH_NAME.match(n.desc)
