@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .fabric import Fabric, Node
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+# A host's HCA describes itself "<host> <hca>": what rdma-core's rdma-ndd writes by default
+# (DEFAULT_ND_FORMAT "%h %d", hostname and device, rdma-ndd/rdma-ndd.c), and what the
+# builder gives tray HCAs.
+_HOST_HCA_DESC = re.compile(r"^(\S+) (\S+)$")
+
+
+def host_and_hca(desc: str) -> tuple[str, str] | None:
+    """The host and HCA names of a CA described ``"<host> <hca>"``, else None."""
+    m = _HOST_HCA_DESC.match(desc)
+    return (m.group(1), m.group(2)) if m else None
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
 from ...model.fabric import Fabric, Node
 from ...ib.enums import NodeType
-from ...model.cluster import ZERO_UUID
+from ...model.cluster import ZERO_UUID, host_and_hca
 from ...model.tiers import switch_tiers
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
@@ -218,7 +218,6 @@ def compat_graph(dumps: list[str], requested: list[str], smi: SmiAnswers | None)
 
 # --- fabriclab's reading ------------------------------------------------------------------
 
-_HOST_HCA = re.compile(r"^(\S+) (\S+)$")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([A-Za-z0-9._-]+):[^;:]+$")
 
 
@@ -227,9 +226,9 @@ def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Nod
     Aggregation Nodes (part of their switch) and routers are skipped quietly."""
     out: dict[str, list[Node]] = {}
     for n in fabric.cas():
-        m = _HOST_HCA.match(n.desc)
-        if m:
-            out.setdefault(m.group(1), []).append(n)
+        parts = host_and_hca(n.desc)
+        if parts:
+            out.setdefault(parts[0], []).append(n)
         elif (report is not None and n.type == NodeType.CA
               and n.desc != "Mellanox Technologies Aggregation Node"):
             where = ", ".join(f"{p.peer.node.desc or p.peer.node.label} port {p.peer.num}"
