@@ -163,6 +163,19 @@ class Fabric:
         self.by_label[node.label] = node
         return node
 
+    def remove(self, node: Node) -> None:
+        """Take a node out of the fabric; the ports it was cabled to go down."""
+        for p in node.iter_ports():
+            q = p.peer
+            if q is not None:
+                q.peer = None
+                q.width, q.speed, q.phys = DOWN_WIDTH, DOWN_SPEED, PhysState.POLLING
+                p.peer = None
+        self.nodes.remove(node)
+        if self.by_guid.get(node.guid) is node:
+            del self.by_guid[node.guid]
+        self.by_label.pop(node.label, None)
+
     def connect(self, a: Port, b: Port, width: Width, speed: Speed) -> None:
         if a is b:
             raise FabricError(f"{a.ref()} cannot be cabled to itself")
