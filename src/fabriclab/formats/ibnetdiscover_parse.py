@@ -601,5 +601,6 @@ def read_file(path: str) -> str:
 
 
 def parse_file(path: str) -> Dump:
+    """``parse`` of a file read by ``read_file``."""
     return parse(read_file(path), path)
 

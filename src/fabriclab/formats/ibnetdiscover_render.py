@@ -15,6 +15,8 @@ from .libibnetdisc import Scan, scan
 
 
 def header(start: Port, now: float | None = None, *, mads: tuple[int, int] | None = None) -> str:
+    """The comment header: when (``now``, default the clock), ``-m``'s hops and MADs, and
+    the node and port the scan started from."""
     t = time.time() if now is None else now
     out = f"#\n# Topology file: generated on {time.ctime(t)}\n#\n"
     if mads is not None:
@@ -35,6 +37,7 @@ def _ids(n: Node) -> str:
 
 
 def switch_block(n: Node, ports: list[Port], out: list[str]) -> None:
+    """Append a switch's block to ``out``: its ids, header line and a line per cabled port."""
     esp = "enhanced" if n.enhanced_port0 else "base"
     out.append(
         f"{_ids(n)}switchguid=0x{n.guid:x}({n.port_guid:x})\n"
@@ -52,6 +55,8 @@ def switch_block(n: Node, ports: list[Port], out: list[str]) -> None:
 
 
 def ca_block(n: Node, ports: list[Port], out: list[str]) -> None:
+    """Append a CA's or router's block to ``out``: its ids, header line and a line per
+    cabled port."""
     kind, key = ("Rt", "rt") if n.type == NodeType.ROUTER else ("Ca", "ca")
     out.append(f'{_ids(n)}{key}guid=0x{n.guid:x}\n{kind}\t{n.nports} "{n.label}"\t\t# "{n.desc}"\n')
     for p in ports:

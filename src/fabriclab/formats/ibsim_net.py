@@ -29,6 +29,7 @@ from .ibnetdiscover_render import ca_block, switch_block
 
 
 def render(fabric: Fabric, *, title: str = "") -> str:
+    """The net file of a fabric: every switch, then every CA, then every router, each once."""
     out = ["# ibsim net file written by fabriclab", "\n"]
     if title:
         out.insert(1, f"\n# {title}")
@@ -46,6 +47,8 @@ def render(fabric: Fabric, *, title: str = "") -> str:
 
 @dataclass(frozen=True)
 class Limits:
+    """The sizes of ibsim's node, switch and port tables a fabric needs."""
+
     nodes: int
     switches: int
     ports: int
