@@ -9,7 +9,7 @@ Objects use ``__slots__``: a 32,768-HCA three-tier fabric has about 200,000 port
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from ..ib.enums import NodeType, PhysState
 from ..ib.rates import SPEEDS, WIDTHS, Speed, Width
@@ -283,10 +283,3 @@ def diff_signatures(a: Fabric, b: Fabric, limit: int = 10, **kw) -> list[str]:
             out.append(f"+ {label} only in second: {item}")
     return out
 
-
-def count_by(nodes: Iterable[Node], attr: str) -> dict:
-    out: dict = {}
-    for n in nodes:
-        k = getattr(n, attr)
-        out[k] = out.get(k, 0) + 1
-    return out

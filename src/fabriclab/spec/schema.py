@@ -178,9 +178,6 @@ class TrayGroup(_Strict):
         """The group's hosts, expanded from its hostlist."""
         return hostlist.expand(self.hosts)
 
-    def hca_count(self) -> int:
-        return self.hcas if isinstance(self.hcas, int) else len(self.hcas)
-
 
 # --- NVLink ---------------------------------------------------------------------------
 
