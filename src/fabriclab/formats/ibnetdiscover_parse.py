@@ -56,7 +56,7 @@ class Dump:
         return next((p for p in node.iter_ports() if p.peer is not None), None)
 
 
-_N = r"\d{1,3}"  # a port number or port count (checked against 1-254 after matching)
+_PORT = r"\d{1,3}"  # a port number or port count (checked against 1-254 after matching)
 _LID = r"\d{1,6}"  # a LID (checked against the unicast range by the addressing rules)
 _HEX = r"[0-9a-fA-F]{1,16}"  # a GUID: 64 bits
 _ANYHEX = r"[0-9a-fA-F]{1,64}"  # as written; more than 16 digits is reported
@@ -64,13 +64,13 @@ _NODE_RE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d{1,8})\s+"([^"]*)"\s*(.*)$')
 _SW_TAIL = re.compile(rf'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+({_LID})\s+lmc\s+(\d{{1,3}})')
 _DESC_TAIL = re.compile(r'^#\s*"(.*)"')
 _PORT_RE = re.compile(
-    rf'^\[({_N})\](?:\[ext {_N}\])?((?:\([^)]*\))*)\s*"([^"]+)"\[({_N})\](?:\[ext {_N}\])?'
+    rf'^\[({_PORT})\](?:\[ext {_PORT}\])?((?:\([^)]*\))*)\s*"([^"]+)"\[({_PORT})\](?:\[ext {_PORT}\])?'
     rf"(?:\s*\(({_ANYHEX})\))?\s*(.*)$"
 )
 _FAST_SW_PORT = re.compile(
-    rf'^\[({_N})\]\t"([SHR]-[0-9a-f]{{16}})"\[({_N})\](?:\(({_HEX})\) )?\t\t# "(.*)" lid ({_LID}) (\S+)$')
+    rf'^\[({_PORT})\]\t"([SHR]-[0-9a-f]{{16}})"\[({_PORT})\](?:\(({_HEX})\) )?\t\t# "(.*)" lid ({_LID}) (\S+)$')
 _FAST_CA_PORT = re.compile(
-    rf'^\[({_N})\]\(({_HEX})\) \t"([SHR]-[0-9a-f]{{16}})"\[({_N})\](?: \(({_HEX})\) )?\t\t'
+    rf'^\[({_PORT})\]\(({_HEX})\) \t"([SHR]-[0-9a-f]{{16}})"\[({_PORT})\](?: \(({_HEX})\) )?\t\t'
     rf'# lid ({_LID}) lmc (\d{{1,3}}) "(.*)" lid ({_LID}) (\S+)$')
 _SW_PORT_TAIL = re.compile(rf'^#\s*"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
 _CA_PORT_TAIL = re.compile(rf'^#\s*lid\s+({_LID})\s+lmc\s+(\d{{1,3}})\s+"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
@@ -188,22 +188,22 @@ class _Parser:
             self.warn(line, f"{a}[{ap}] is cabled to itself; line skipped")
             return
         links = self.links
-        k1, k2 = (a, ap), (b, bp)
-        p1 = links.get(k1)
-        if p1 is None:
-            p2 = links.get(k2)
-            if p2 is not None and (p2[0], p2[1]) != k1:
-                self.warn(line, f"{b}[{bp}] is cabled to {p2[0]}[{p2[1]}] (line {p2[3]}) "
-                          f"and to {a}[{ap}]; keeping the first")
+        end_a, end_b = (a, ap), (b, bp)
+        far_of_a = links.get(end_a)  # (node, port, rate, line) already recorded
+        if far_of_a is None:
+            far_of_b = links.get(end_b)
+            if far_of_b is not None and (far_of_b[0], far_of_b[1]) != end_a:
+                self.warn(line, f"{b}[{bp}] is cabled to {far_of_b[0]}[{far_of_b[1]}] "
+                          f"(line {far_of_b[3]}) and to {a}[{ap}]; keeping the first")
                 return
-            links[k1] = (b, bp, rate, line)
-            links[k2] = (a, ap, rate, line)
-        elif (p1[0], p1[1]) != k2:
-            self.warn(line, f"{a}[{ap}] is cabled to {p1[0]}[{p1[1]}] (line {p1[3]}) "
-                      f"and to {b}[{bp}]; keeping the first")
-        elif rate and not p1[2]:
-            links[k1] = (b, bp, rate, p1[3])
-            links[k2] = (a, ap, rate, p1[3])
+            links[end_a] = (b, bp, rate, line)
+            links[end_b] = (a, ap, rate, line)
+        elif (far_of_a[0], far_of_a[1]) != end_b:
+            self.warn(line, f"{a}[{ap}] is cabled to {far_of_a[0]}[{far_of_a[1]}] "
+                      f"(line {far_of_a[3]}) and to {b}[{bp}]; keeping the first")
+        elif rate and not far_of_a[2]:
+            links[end_a] = (b, bp, rate, far_of_a[3])
+            links[end_b] = (a, ap, rate, far_of_a[3])
 
     def long_line(self, no: int, line: str) -> bool:
         if len(line) > DUMP_LINE_MAX:

@@ -65,11 +65,11 @@ def _ca(assembly: Assembly, c: CaSpec, where: str) -> None:
     if c.port_guids:
         if len(c.port_guids) != c.ports:
             raise spec_error(f"{where}.port_guids", f"{len(c.port_guids)} GUIDs for {c.ports} ports")
-        for p, g in zip(node.iter_ports(), c.port_guids):
-            p.guid = g
+        for port, port_guid in zip(node.iter_ports(), c.port_guids):
+            port.guid = port_guid
     if c.lids:
-        for p, lid in zip(node.iter_ports(), c.lids):
-            p.lid = lid
+        for port, lid in zip(node.iter_ports(), c.lids):
+            port.lid = lid
     assembly.add(node, where)
     assembly.ca_by_name[c.name] = node
 

@@ -48,14 +48,14 @@ def make_trays(assembly: Assembly) -> None:
                     if len(h.port_guids) != h.ports:
                         raise spec_error(f"trays[{gi}].hcas[{hi}].port_guids",
                                          f"{len(h.port_guids)} GUIDs for {h.ports} ports")
-                    for p, g in zip(node.iter_ports(), h.port_guids):
-                        p.guid = g
+                    for port, port_guid in zip(node.iter_ports(), h.port_guids):
+                        port.guid = port_guid
                 if h.lids:
-                    for p, lid in zip(node.iter_ports(), h.lids):
-                        p.lid = lid
+                    for port, lid in zip(node.iter_ports(), h.lids):
+                        port.lid = lid
                 assembly.add(node, f"trays[{gi}].hcas[{hi}]" if isinstance(group.hcas, list)
                              else f"trays[{gi}]")
                 tray.hcas.append(node)
-            for g in range(group.gpus):
-                tray.gpus.append(Gpu(tray, g))
+            for gpu_index in range(group.gpus):
+                tray.gpus.append(Gpu(tray, gpu_index))
             assembly.trays.append(tray)
