@@ -115,9 +115,12 @@ def fat_tree_shape(ft: FatTree, switch: devices.SwitchModel, trays: int, rails: 
         cores_per_group = _switches_above(ft.cores_per_group, spine_up, pods, radix,
                                           f"{WHERE}.cores_per_group")
         links_per_spine_core = spine_up // cores_per_group
-    return FatTreeShape(tiers, rails, trays_per_leaf, leaf_down, tray_groups, leaves, leaf_up,
-                        leaves_per_pod, pods, spines_per_pod, links_per_leaf_spine, spine_down,
-                        spine_up, cores_per_group, links_per_spine_core)
+    return FatTreeShape(
+        tiers=tiers, rails=rails, trays_per_leaf=trays_per_leaf, leaf_down=leaf_down,
+        tray_groups=tray_groups, leaves=leaves, leaf_up=leaf_up, leaves_per_pod=leaves_per_pod,
+        pods=pods, spines_per_pod=spines_per_pod, links_per_leaf_spine=links_per_leaf_spine,
+        spine_down=spine_down, spine_up=spine_up, cores_per_group=cores_per_group,
+        links_per_spine_core=links_per_spine_core)
 
 
 def _fits_two_tiers(ft: FatTree, leaves: int, leaf_down: int, radix: int) -> bool:
