@@ -25,27 +25,30 @@ from dataclasses import dataclass
 from ..ib import rates
 from ..model.fabric import Fabric
 from ..ib.enums import NodeType
-from .ibnetdiscover import _ca_block, _switch_block
+from .ibnetdiscover_render import ca_block, switch_block
 
 
 def render(fabric: Fabric, *, title: str = "") -> str:
+    """The net file of a fabric: every switch, then every CA, then every router, each once."""
     out = ["# ibsim net file written by fabriclab", "\n"]
     if title:
         out.insert(1, f"\n# {title}")
     for n in fabric.nodes:
         if n.is_switch:
-            _switch_block(n, list(n.iter_ports())[1:], out)
+            switch_block(n, list(n.iter_ports())[1:], out)
     for n in fabric.nodes:
         if n.type == NodeType.CA:
-            _ca_block(n, list(n.iter_ports()), out)
+            ca_block(n, list(n.iter_ports()), out)
     for n in fabric.nodes:
         if n.type == NodeType.ROUTER:
-            _ca_block(n, list(n.iter_ports()), out)
+            ca_block(n, list(n.iter_ports()), out)
     return "".join(out)
 
 
 @dataclass(frozen=True)
 class Limits:
+    """The sizes of ibsim's node, switch and port tables a fabric needs."""
+
     nodes: int
     switches: int
     ports: int

@@ -34,6 +34,9 @@ _NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER, _EXT_PORT_INFO = 0, 1, 2, 3, 4
 
 @dataclass
 class Scan:
+    """What one scan found: nodes in creation order, the CA ports reached, and ``-m``'s
+    MAD and hop counts."""
+
     start: Port
     created: list[Node]  # creation order
     ca_ports: dict[int, set[int]] = field(default_factory=dict)  # id(node) -> ports reached

@@ -27,6 +27,7 @@ def gpu_uuid(host: str, index: int) -> str:
 
 
 def pci_bus_id(index: int) -> str:
+    """The PCI bus id shown for GPU ``index`` (made up: buses 0x18, 0x28, …)."""
     return f"00000000:{0x18 + 0x10 * index:02X}:00.0"
 
 
@@ -95,6 +96,8 @@ def render_pdsh(trays: list[Tray]) -> str:
 
 @dataclass
 class GpuAnswer:
+    """One GPU's answer line: its host, position, cluster UUID and clique as written."""
+
     host: str
     gpu: int  # position in the host's answer
     cluster_uuid: str
@@ -117,6 +120,7 @@ GPUS_PER_HOST_MAX = 64  # a tray's GPUs in a spec (TrayGroup.gpus)
 
 
 def parse_pdsh(text: str, source: str) -> SmiAnswers:
+    """pdsh-prefixed answers (``host: <uuid>, <clique>`` lines), problems kept as warnings."""
     ans = SmiAnswers(source)
     log = ProblemLog()
     raw: dict[str, list[str]] = {}
@@ -153,6 +157,7 @@ def parse_pdsh(text: str, source: str) -> SmiAnswers:
 
 
 def parse_pdsh_file(path: str) -> SmiAnswers:
+    """``parse_pdsh`` of a file, size-checked before it is read."""
     return parse_pdsh(inputs.read_text(path, SMI_BYTES_MAX, "nvidia-smi answers", strict=False), path)
 
 

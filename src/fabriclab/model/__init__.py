@@ -1,0 +1,1 @@
+"""The fabric and the cluster around it, built from a spec."""

@@ -14,6 +14,8 @@ from .fabric import Fabric, Node, Port
 
 @dataclass(frozen=True)
 class AddressProblem:
+    """One LID or GUID InfiniBand does not allow, and the node (and port) it belongs to."""
+
     node: Node
     port: Port | None  # the CA port whose LID or GUID it is; None: the node's own
     kind: str  # "lid" or "guid"
@@ -44,6 +46,8 @@ def _show(lid: int, lmc: int) -> str:
 
 
 def lid_problems(fabric: Fabric) -> list[AddressProblem]:
+    """LIDs outside the unicast range, LMCs out of range, and LID ranges that overlap an
+    earlier one (in LID order)."""
     out: list[AddressProblem] = []
     ranges = []
     for n, p, lid, lmc in _lid_ends(fabric):
@@ -117,4 +121,5 @@ def guid_problems(fabric: Fabric) -> list[AddressProblem]:
 
 
 def problems(fabric: Fabric) -> list[AddressProblem]:
+    """Every GUID problem, then every LID problem."""
     return guid_problems(fabric) + lid_problems(fabric)

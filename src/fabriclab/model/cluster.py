@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .fabric import Fabric, Node
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
+# A host's HCA describes itself "<host> <hca>": what rdma-core's rdma-ndd writes by default
+# (DEFAULT_ND_FORMAT "%h %d", hostname and device, rdma-ndd/rdma-ndd.c), and what the
+# builder gives tray HCAs.
+_HOST_HCA_DESC = re.compile(r"^(\S+) (\S+)$")
+
+
+def host_and_hca(desc: str) -> tuple[str, str] | None:
+    """The host and HCA names of a CA described ``"<host> <hca>"``, else None."""
+    m = _HOST_HCA_DESC.match(desc)
+    return (m.group(1), m.group(2)) if m else None
+
 
 @dataclass
 class Gpu:
+    """One GPU of a tray, with the NVLink domain and user partition it is in."""
+
     tray: "Tray"
     index: int
     domain: "Domain | None" = None
@@ -18,6 +32,7 @@ class Gpu:
 
     @property
     def cluster_uuid(self) -> str:
+        """What NVML reports as the GPU's ClusterUuid: its domain's, else all zeros."""
         return self.domain.cluster_uuid if self.domain else ZERO_UUID
 
     @property
@@ -33,11 +48,14 @@ class Gpu:
 
 @dataclass
 class Tray:
+    """A compute node (host): its GPUs and its HCAs (fabric nodes)."""
+
     host: str
     gpus: list[Gpu] = field(default_factory=list)
     hcas: list[Node] = field(default_factory=list)
 
     def hca(self, name: str) -> Node | None:
+        """The tray's HCA named ``name`` (``mlx5_0``), if it has one."""
         for n in self.hcas:
             if n.hca == name:
                 return n
@@ -46,6 +64,9 @@ class Tray:
 
 @dataclass
 class Domain:
+    """An NVLink domain: its trays, the clique of its default partition, and its user
+    partitions (partition id -> GPUs)."""
+
     name: str
     cluster_uuid: str
     clique: int
@@ -55,6 +76,7 @@ class Domain:
 
     @property
     def gpu_count(self) -> int:
+        """GPUs in the domain's trays."""
         return sum(len(t.gpus) for t in self.trays)
 
 
@@ -70,11 +92,14 @@ class TierInfo:
 
     @property
     def oversubscription(self) -> float | None:
+        """Links down per link up, None for the top tier."""
         return self.down / self.up if self.up else None
 
 
 @dataclass
 class Cluster:
+    """A built spec: the InfiniBand fabric, the trays around it and the NVLink domains."""
+
     name: str
     fabric: Fabric
     trays: list[Tray]
@@ -82,6 +107,7 @@ class Cluster:
     description: str = ""
 
     def tray(self, host: str) -> Tray | None:
+        """The tray of a host name, if there is one."""
         return self._trays_by_host().get(host)
 
     def _trays_by_host(self) -> dict[str, Tray]:

@@ -9,7 +9,7 @@ Objects use ``__slots__``: a 32,768-HCA three-tier fabric has about 200,000 port
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from ..ib.enums import NodeType, PhysState
 from ..ib.rates import SPEEDS, WIDTHS, Speed, Width
@@ -18,6 +18,9 @@ DOWN_WIDTH, DOWN_SPEED = WIDTHS["4x"], SPEEDS["SDR"]
 
 
 class Port:
+    """One port of a node: its GUID, LID and LMC, and the port it is cabled to with the
+    link's width and speed."""
+
     __slots__ = ("node", "num", "guid", "lid", "lmc", "peer", "width", "speed", "phys")
 
     def __init__(self, node: "Node", num: int, guid: int, lid: int = 0, lmc: int = 0):
@@ -35,6 +38,7 @@ class Port:
 
     @property
     def up(self) -> bool:
+        """Cabled and LinkUp."""
         return self.peer is not None and self.phys == PhysState.LINKUP
 
     @property
@@ -43,6 +47,7 @@ class Port:
         return self.node.lid if self.node.type == NodeType.SWITCH else self.lid
 
     def ref(self) -> str:
+        """``NODE-ID[PORT]``, as messages name a port."""
         return f"{self.node.label}[{self.num}]"
 
     def __repr__(self) -> str:
@@ -50,6 +55,9 @@ class Port:
 
 
 class Node:
+    """A switch, CA or router: what its NodeInfo, NodeDescription and SwitchInfo show,
+    its ports, and where it sits in the cluster (name, role, tier, host)."""
+
     __slots__ = (
         "type", "guid", "port_guid", "sysimgguid", "vendid", "devid", "revision", "desc",
         "nports", "ports", "lid", "lmc", "enhanced_port0", "name", "role", "tier", "host",
@@ -122,14 +130,17 @@ class Node:
 
     @property
     def is_switch(self) -> bool:
+        """Whether the node is a switch."""
         return self.type == NodeType.SWITCH
 
     def port(self, num: int) -> Port:
+        """Port ``num``; IndexError when the node has no such port."""
         if not 0 <= num <= self.nports or self.ports[num] is None:
             raise IndexError(f"{self.label} has no port {num}")
         return self.ports[num]  # type: ignore[return-value]
 
     def iter_ports(self) -> Iterator[Port]:
+        """The node's ports in number order (a switch's port 0 first)."""
         for p in self.ports:
             if p is not None:
                 yield p
@@ -151,6 +162,7 @@ class Fabric:
         self.by_label: dict[str, Node] = {}
 
     def add(self, node: Node) -> Node:
+        """Add a node; FabricError when its GUID or id is taken."""
         if node.guid in self.by_guid and node.ident is None:
             other = self.by_guid[node.guid]
             raise FabricError(
@@ -163,7 +175,22 @@ class Fabric:
         self.by_label[node.label] = node
         return node
 
+    def remove(self, node: Node) -> None:
+        """Take a node out of the fabric; the ports it was cabled to go down."""
+        for p in node.iter_ports():
+            q = p.peer
+            if q is not None:
+                q.peer = None
+                q.width, q.speed, q.phys = DOWN_WIDTH, DOWN_SPEED, PhysState.POLLING
+                p.peer = None
+        self.nodes.remove(node)
+        if self.by_guid.get(node.guid) is node:
+            del self.by_guid[node.guid]
+        self.by_label.pop(node.label, None)
+
     def connect(self, a: Port, b: Port, width: Width, speed: Speed) -> None:
+        """Cable two free ports at this width and speed (both come up LinkUp);
+        FabricError for a port in use, a port cabled to itself, or a switch's port 0."""
         if a is b:
             raise FabricError(f"{a.ref()} cannot be cabled to itself")
         for p in (a, b):
@@ -176,9 +203,11 @@ class Fabric:
             p.width, p.speed, p.phys = width, speed, PhysState.LINKUP
 
     def switches(self) -> list[Node]:
+        """The switches, in node order."""
         return [n for n in self.nodes if n.type == NodeType.SWITCH]
 
     def cas(self) -> list[Node]:
+        """The CAs and routers, in node order."""
         return [n for n in self.nodes if n.type != NodeType.SWITCH]
 
     def links(self) -> Iterator[tuple[Port, Port]]:
@@ -193,6 +222,7 @@ class Fabric:
                     yield p, q
 
     def link_count(self) -> int:
+        """How many cables the fabric has."""
         return sum(1 for _ in self.links())
 
     def find(self, text: str) -> Node | None:
@@ -238,6 +268,7 @@ class Fabric:
         return frozenset(nodes), frozenset(links)
 
     def same_as(self, other: "Fabric", **kw) -> bool:
+        """Whether two fabrics have the same signature (see ``signature`` for ``kw``)."""
         return self.signature(**kw) == other.signature(**kw)
 
 
@@ -252,10 +283,3 @@ def diff_signatures(a: Fabric, b: Fabric, limit: int = 10, **kw) -> list[str]:
             out.append(f"+ {label} only in second: {item}")
     return out
 
-
-def count_by(nodes: Iterable[Node], attr: str) -> dict:
-    out: dict = {}
-    for n in nodes:
-        k = getattr(n, attr)
-        out[k] = out.get(k, 0) + 1
-    return out

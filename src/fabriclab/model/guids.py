@@ -23,6 +23,7 @@ class GuidAllocator:
         self._next: dict[int, int] = {}
 
     def reserve(self, guid: int, owner: str, where: str = "") -> None:
+        """Take a GUID the spec gives for ``owner``; SpecError at ``where`` when taken."""
         if guid in self.used:
             raise SpecError([Problem(where or owner,
                                      f"GUID 0x{guid:016x} is already used by {self.used[guid]}")])

@@ -14,10 +14,14 @@ from typing import Any
 from ..errors import InputError, Problem
 from ..ib.ids import UNICAST_LIDS
 from ..ib import devices
+from .cluster import host_and_hca
 from .fabric import Fabric, Node
 from ..ib.enums import NodeType
 
-_HOST_HCA = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([A-Za-z][A-Za-z0-9_-]*\d)$")
+# The names a tray and its HCA keep in a spec: a host name a hostlist reads back as itself,
+# and an HCA name that ends in its device number (mlx5_0).
+_TRAY_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TRAY_HCA = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\d")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([^;:]+):[^;:]+$")
 # A name that reads back from a link line ("NAME[PORT] -- NAME[PORT]") as itself.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -46,6 +50,15 @@ def _unique(cand: str | None, fallback: str, used: set[str]) -> str:
     return f"{base[:56]}-{k}"
 
 
+def _tray_hca(n: Node) -> tuple[str, str] | None:
+    """(host, HCA) of a CA that can be a tray's HCA: described "<host> <hca>" with names
+    a spec keeps as they are."""
+    parts = host_and_hca(n.desc) if n.type == NodeType.CA else None
+    if parts is None or not (_TRAY_HOST.fullmatch(parts[0]) and _TRAY_HCA.fullmatch(parts[1])):
+        return None
+    return parts
+
+
 def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
                      description: str = "", warnings: list[Problem] | None = None) -> dict[str, Any]:
     """The explicit spec of a fabric, as plain data ready for YAML.  It is always a spec
@@ -59,17 +72,17 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
     if lids > UNICAST_LIDS:
         raise InputError([Problem(name, f"the fabric has {lids} switches and CA ports, more than the "
                                   f"{UNICAST_LIDS} unicast LIDs one subnet has (IBA 4.1.3)")])
-    trays: dict[str, list[Node]] = {}
+    trays: dict[str, list[tuple[Node, str]]] = {}  # host -> its HCAs and their names
     loose: list[Node] = []
     taken: set[tuple[str, str]] = set()
     for n in fabric.nodes:
         if n.is_switch:
             continue
-        m = _HOST_HCA.match(n.desc) if n.type == NodeType.CA else None
-        if (m and (m.group(1), m.group(2)) not in taken and n.ident is None
-                and len(trays.get(m.group(1), ())) < HCAS_PER_TRAY_MAX):
-            taken.add((m.group(1), m.group(2)))
-            trays.setdefault(m.group(1), []).append(n)
+        parts = _tray_hca(n)
+        if (parts and parts not in taken and n.ident is None
+                and len(trays.get(parts[0], ())) < HCAS_PER_TRAY_MAX):
+            taken.add(parts)
+            trays.setdefault(parts[0], []).append((n, parts[1]))
         else:
             loose.append(n)
 
@@ -79,8 +92,8 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
         m = _SWITCH_NAME.match(n.desc)
         names[id(n)] = _unique(m.group(1) if m else None, n.label, used)
     for host, hcas in trays.items():
-        for h in hcas:
-            names[id(h)] = f"{host}/{_HOST_HCA.match(h.desc).group(2)}"  # type: ignore[union-attr]
+        for h, hca in hcas:
+            names[id(h)] = f"{host}/{hca}"
     for n in loose:
         names[id(n)] = _unique(n.label, n.label, used)
         if n.ident is not None and names[id(n)] != n.ident:
@@ -95,7 +108,7 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
                  f"{GPUS_PER_TRAY_MAX}; given {GPUS_PER_TRAY_MAX}")
             gpus = GPUS_PER_TRAY_MAX
         tray_specs.append({"hosts": host, "gpus": gpus,
-                           "hcas": [_hca(h, _HOST_HCA.match(h.desc).group(2)) for h in hcas]})  # type: ignore[union-attr]
+                           "hcas": [_hca(h, hca) for h, hca in hcas]})
     cas = [_ca(n, names[id(n)]) for n in loose]
     links = []
     for a, b in fabric.links():

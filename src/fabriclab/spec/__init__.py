@@ -1,0 +1,1 @@
+"""What the user writes: the spec schema, its YAML loading, and Slurm hostlists."""

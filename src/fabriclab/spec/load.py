@@ -18,11 +18,13 @@ PRESET_PACKAGE = "fabriclab.spec.presets"
 
 
 def preset_names() -> list[str]:
+    """The names of the specs shipped with fabriclab, sorted."""
     files = resources.files(PRESET_PACKAGE)
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
 
 
 def preset_text(name: str) -> str:
+    """The YAML text of a preset."""
     return resources.files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text()
 
 

@@ -175,10 +175,8 @@ class TrayGroup(_Strict):
 
 
     def host_names(self) -> list[str]:
+        """The group's hosts, expanded from its hostlist."""
         return hostlist.expand(self.hosts)
-
-    def hca_count(self) -> int:
-        return self.hcas if isinstance(self.hcas, int) else len(self.hcas)
 
 
 # --- NVLink ---------------------------------------------------------------------------
@@ -193,6 +191,8 @@ class Partition(_Strict):
 
 
 class NvlinkDomain(_Strict):
+    """An NVLink domain: its trays (a hostlist), cluster UUID, default clique and partitions."""
+
     name: Name
     trays: str  # hostlist
     cluster_uuid: str | None = None
@@ -286,6 +286,8 @@ class FatTree(_Strict):
 
 
 class SwitchSpec(_Strict):
+    """A switch of an explicit fabric: its model and anything that differs from the model."""
+
     name: Name
     model: SwitchModelKey = "quantum-2"
     guid: Guid | None = None
@@ -329,6 +331,8 @@ _LINK_CHARS_MAX = 2 * (HOST_NAME_MAX + NAME_MAX + 8) + 32
 
 
 class LinkSpec(_Strict):
+    """A cable of an explicit fabric: ``NODE[PORT] -- NODE[PORT] [4xNDR]``."""
+
     a: str
     a_port: int
     b: str
@@ -338,6 +342,7 @@ class LinkSpec(_Strict):
 
     @classmethod
     def parse(cls, text: str) -> "LinkSpec":
+        """A link from its text; ValueError saying what is wrong."""
         text = text.strip()
         if len(text) > _LINK_CHARS_MAX:
             raise ValueError(f"a link of {len(text)} characters: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'")
@@ -352,6 +357,7 @@ class LinkSpec(_Strict):
                    b_port=int(m.group("bp")), width=w, speed=s)
 
     def render(self) -> str:
+        """The link as text ``parse`` reads back."""
         rate = f" {self.width}{self.speed}" if self.width and self.speed else ""
         return f"{self.a}[{self.a_port}] -- {self.b}[{self.b_port}]{rate}"
 
@@ -382,6 +388,8 @@ class Explicit(_Strict):
 
 
 class FabricSpec(_Strict):
+    """The InfiniBand fabric: generated (``fat_tree``) or listed (``explicit``)."""
+
     fat_tree: FatTree | None = None
     explicit: Explicit | None = None
 
@@ -419,6 +427,8 @@ class LidPlan(_Strict):
 
 
 class Spec(_Strict):
+    """A whole spec: trays, NVLink, the fabric, and the GUID and LID plans."""
+
     name: str = "fabric"
     description: str = ""
     trays: list[TrayGroup] = []

@@ -28,7 +28,8 @@ from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
 from ...model.fabric import Fabric, Node
 from ...ib.enums import NodeType
-from ...model.cluster import ZERO_UUID
+from ...model.cluster import ZERO_UUID, host_and_hca
+from ...model.tiers import switch_tiers
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
 
@@ -217,7 +218,6 @@ def compat_graph(dumps: list[str], requested: list[str], smi: SmiAnswers | None)
 
 # --- fabriclab's reading ------------------------------------------------------------------
 
-_HOST_HCA = re.compile(r"^(\S+) (\S+)$")
 _SWITCH_NAME = re.compile(r"^[^;:]+;([A-Za-z0-9._-]+):[^;:]+$")
 
 
@@ -226,9 +226,9 @@ def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Nod
     Aggregation Nodes (part of their switch) and routers are skipped quietly."""
     out: dict[str, list[Node]] = {}
     for n in fabric.cas():
-        m = _HOST_HCA.match(n.desc)
-        if m:
-            out.setdefault(m.group(1), []).append(n)
+        parts = host_and_hca(n.desc)
+        if parts:
+            out.setdefault(parts[0], []).append(n)
         elif (report is not None and n.type == NodeType.CA
               and n.desc != "Mellanox Technologies Aggregation Node"):
             where = ", ".join(f"{p.peer.node.desc or p.peer.node.label} port {p.peer.num}"
@@ -236,29 +236,6 @@ def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Nod
             report.warn(f"CA 0x{n.guid:016x}", f'description "{n.desc}" names no host; it hangs '
                         f"on {where} and is left out")
     return out
-
-
-def _switch_tiers(fabric: Fabric, host_cas: set[int]) -> dict[int, int]:
-    """Tier of each switch: 1 if cabled to a host CA, else one more than the lowest
-    neighbour."""
-    tier: dict[int, int] = {}
-    frontier = []
-    for n in fabric.switches():
-        if any(p.peer is not None and id(p.peer.node) in host_cas for p in n.iter_ports()):
-            tier[id(n)] = 1
-            frontier.append(n)
-    level = 1
-    while frontier:
-        level += 1
-        nxt = []
-        for n in frontier:
-            for p in n.iter_ports():
-                q = p.peer
-                if q is not None and q.node.is_switch and id(q.node) not in tier:
-                    tier[id(q.node)] = level
-                    nxt.append(q.node)
-        frontier = nxt
-    return tier
 
 
 def switch_label(n: Node, names: bool, unique: set[str]) -> str:
@@ -282,7 +259,7 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
                     "no-topology")
     # tiers from every host, requested or not, so a leaf whose nodes were not asked
     # for is still a leaf and never looks like a tier above the spines
-    tier = _switch_tiers(fabric, {id(c) for cas in hosts.values() for c in cas})
+    tier = switch_tiers(fabric.switches(), {id(c) for cas in hosts.values() for c in cas})
     counts: dict[str, int] = {}
     for n in fabric.switches():
         m = _SWITCH_NAME.match(n.desc)
