@@ -48,6 +48,7 @@ from .api_models import LOCAL_PROVIDERS, PROVIDERS, ProviderParams, EngineParams
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologySpec
 from .errors import RequestError
+from .fnv import fnv1a64
 from .graph import Graph
 from .providers.topograph_model import Model
 from .request_queue import RequestQueue, Result
@@ -66,11 +67,7 @@ def request_id(body: dict) -> str:
     prov, eng = body.get("provider") or {}, body.get("engine") or {}
     key = {"provider": {"name": prov.get("name") or "", "params": prov.get("params") or {}},
            "engine": {"name": eng.get("name") or "", "params": eng.get("params") or {}}}
-    data = json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:x}"
+    return f"{fnv1a64(json.dumps(key, sort_keys=True, separators=(',', ':')).encode()):x}"
 
 
 def one_line(text: str) -> str:

@@ -12,6 +12,7 @@ import json
 import re
 
 from ..errors import TopologyProblem
+from ..fnv import fnv1a64
 from ..graph import DomainMap, Graph, Vertex
 
 TIER_PREFIX = "fabric.topograph.run/tier-"
@@ -23,13 +24,6 @@ REGION_KEY = "topograph.run/region"
 
 class LabelError(TopologyProblem):
     """Labels that cannot be set (a node in two accelerator domains)."""
-
-
-def fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def label_value(val: str) -> str:
