@@ -10,7 +10,8 @@ import pytest
 from fabriclab.formats import nvidia_smi
 from fabriclab.topology.engines import k8s
 from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, NetworkTopology, SlurmConfig, TopologySpec
-from fabriclab.topology.graph import DomainMap, Graph, compact
+from fabriclab.topology.cluset import compact
+from fabriclab.topology.graph import DomainMap, Graph
 from fabriclab.topology.providers import infiniband
 from fabriclab.topology.providers.topograph_model import Model
 from topograph_sets import (block_test_set, block_with_dfs_ib_test_set, block_with_diff_num_node_test_set,

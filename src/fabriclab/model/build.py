@@ -618,7 +618,7 @@ class _Builder:
     def _partition_gpus(self, text: str, by_host: dict[str, Tray], where: str) -> list[Gpu]:
         out: list[Gpu] = []
         try:
-            terms = hostlist._split_top(text)
+            terms = hostlist.split_terms(text)
         except hostlist.HostlistError as e:
             raise self.fail(where, f"bad GPU list: {e}") from None
         for term in terms:

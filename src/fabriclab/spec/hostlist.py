@@ -55,8 +55,10 @@ def _short(text: str) -> str:
     return repr(text) if len(text) <= 80 else repr(text[:60] + "…")
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets (one pass over the brackets and commas)."""
+def split_terms(text: str) -> list[str]:
+    """The terms of a hostlist: ``text`` split on the commas that are not inside brackets
+    (one pass over the brackets and commas); nested, unbalanced or unclosed brackets are a
+    HostlistError.  Terms are not stripped, and empty ones are kept."""
     terms, depth, start = [], 0, 0
     for m in _BRACKETS.finditer(text):
         ch = m.group()
@@ -115,7 +117,7 @@ def _terms(text: str) -> list[list[str | list[_Range]]]:
         raise HostlistError("empty hostlist")
     out = []
     total = 0
-    for term in _split_top(text.strip()):
+    for term in split_terms(text.strip()):
         term = term.strip()
         if not term:
             raise HostlistError(f"empty term in {_short(text)}")
@@ -172,7 +174,7 @@ def scale(text: str, count: int) -> str:
         raise HostlistError("tray count must be at least 1")
     if count > MAX_HOSTS:
         raise HostlistError(f"more than {MAX_HOSTS} hosts")
-    terms = _split_top(text.strip())
+    terms = split_terms(text.strip())
     if len(terms) != 1:
         raise HostlistError(f"cannot scale a multi-term hostlist {text!r}")
     parts = _parse_term(terms[0])

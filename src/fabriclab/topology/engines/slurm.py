@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import re2
 import yaml
 
-from ..errors import TopologyProblem
-from ..graph import MAX_EXPANDED, DomainMap, Graph, HostInfo, Vertex, compact, expand_list
+from ..cluset import MAX_EXPANDED, compact, expand_list
+from ..errors import OptionError, TopologyProblem
+from ..graph import DomainMap, Graph, HostInfo, Vertex
 
 TREE, BLOCK, FLAT = "topology/tree", "topology/block", "topology/flat"
 
@@ -318,7 +319,7 @@ class NetworkTopology:
         for entry in spec.nodes:
             try:
                 names = expand_list(entry)  # at most MAX_EXPANDED, counted before expanding
-            except ValueError as e:
+            except OptionError as e:
                 raise TopologyError(f"nodes expansion failed: {e}") from None
             self._names_left -= len(names)
             if self._names_left < 0:  # so one request's lists make at most 2 x MAX_EXPANDED names

@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from ..errors import TopologyProblem
-from ..graph import DomainMap, Graph, HostInfo, InstanceTopology, Vertex, expand_list, instances_to_graph
+from ..cluset import expand_list
+from ..graph import DomainMap, Graph, HostInfo, InstanceTopology, Vertex, instances_to_graph
 
 DOMAIN_ANNOTATION = "accelerator.topology.test/domain"
 SUB_DOMAIN_ANNOTATION = "accelerator.topology.test/sub-domain"
