@@ -18,7 +18,7 @@ from fabriclab.model.cluster import find_port
 from fabriclab.spec.load import load_spec, parse_spec_text
 from fabriclab.topology import sources
 from fabriclab.topology.engines import EngineOptions, run
-from fabriclab.topology.engines.slurm import TopologyError
+from fabriclab.topology.engines.slurm import SlurmTopologyError
 from fabriclab.topology.providers.infiniband import ProviderError
 
 UUID = "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91"
@@ -66,7 +66,7 @@ def test_lab_labels_as_in_the_seed():
 
 def test_difference_skewed_rails_still_give_a_tree():
     spec = str(SPECS / "skewed-rails.yaml")
-    with pytest.raises(TopologyError, match="reachable more than once; topology must be a tree"):
+    with pytest.raises(SlurmTopologyError, match="reachable more than once; topology must be a tree"):
         topo(spec, compat=True)
     text, report = topo(spec, names=True)
     lines = text.splitlines()

@@ -11,7 +11,7 @@ from ..limits import MAX_HOSTS, TOPOLOGIES_BYTES_MAX
 from ..spec import hostlist, yaml_guard
 from . import sources
 from .engines import EngineOptions, run
-from .engines.slurm import BlockName, TopologyError, TopologySpec
+from .engines.slurm import BlockName, SlurmTopologyError, TopologySpec
 from .errors import TopologyProblem
 from .providers.infiniband import Report
 
@@ -53,7 +53,7 @@ def parse_block_name(text: str | None) -> BlockName | None:
     regexp, fmt = text.rsplit("=", 1)
     try:
         return BlockName(regexp, fmt)
-    except TopologyError as e:
+    except SlurmTopologyError as e:
         raise InputError([Problem("--block-name", str(e))]) from None
 
 

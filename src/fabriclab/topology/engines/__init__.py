@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import OptionError
 from ..graph import Graph
 from . import k8s, slurm
 
@@ -26,14 +27,14 @@ class EngineOptions:
 
 def run(engine: str, graph: Graph, opts: EngineOptions) -> str:
     if engine == "slurm-tree":
-        return slurm.NetworkTopology(graph, slurm.SlurmConfig(slurm.TREE)).generate(opts.skeleton)
+        return slurm.generate(graph, slurm.SlurmConfig(slurm.TREE), opts.skeleton)
     if engine == "slurm-block":
-        cfg = slurm.SlurmConfig(slurm.BLOCK, opts.block_sizes, opts.block_name)
-        return slurm.NetworkTopology(graph, cfg).generate(opts.skeleton)
+        config = slurm.SlurmConfig(slurm.BLOCK, opts.block_sizes, opts.block_name)
+        return slurm.generate(graph, config, opts.skeleton)
     if engine == "slurm-yaml":
         if not opts.topologies:
-            raise slurm.TopologyError("slurm-yaml needs --topologies (a YAML file of named topologies)")
-        return slurm.NetworkTopology(graph, slurm.SlurmConfig("", topologies=opts.topologies)).generate(opts.skeleton)
+            raise OptionError("slurm-yaml needs --topologies (a YAML file of named topologies)")
+        return slurm.generate(graph, slurm.SlurmConfig("", topologies=opts.topologies), opts.skeleton)
     labels = k8s.node_labels(graph)
     if engine == "k8s-labels":
         return k8s.kubectl_script(labels) if opts.label_format == "script" else k8s.labels_json(labels)
@@ -43,4 +44,4 @@ def run(engine: str, graph: Graph, opts: EngineOptions) -> str:
         return kube.kueue_manifests(labels, opts)
     if engine == "kwok":
         return kube.kwok_nodes(labels, opts)
-    raise slurm.TopologyError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+    raise OptionError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
