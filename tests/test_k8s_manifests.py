@@ -23,7 +23,6 @@ from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
 from fabriclab.topology import sources
 from fabriclab.topology.engines import EngineOptions, run
-from fabriclab.topology.engines.k8s import label_problems
 
 K8S_VERSION = "1.37.0"
 
@@ -82,6 +81,24 @@ def flavor_cel(obj: dict) -> list[str]:
     if "topologyName" in spec and len(spec.get("nodeLabels") or {}) < 1:
         return ["at least one nodeLabel is required when topology is set"]
     return []
+
+
+# Kubernetes label syntax (apimachinery validation: IsQualifiedName, IsValidLabelValue).
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_problems(key: str, value: str) -> list[str]:
+    """Why a label is not valid Kubernetes syntax (empty list when it is)."""
+    out = []
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        out.append(f"key prefix {prefix!r} is not a DNS subdomain")
+    if not name or len(name) > 63 or not _NAME.match(name):
+        out.append(f"key name {name!r} is not a valid label name")
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        out.append(f"value {value!r} is not a valid label value")
+    return out
 
 
 def _metadata_name_ok(name: str) -> bool:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fabriclab.formats import nvidia_smi
-from fabriclab.topology.engines import k8s
+from fabriclab.topology.engines import k8s_labels
 from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, SlurmConfig, TopologySpec, generate
 from fabriclab.topology.cluset import compact
 from fabriclab.topology.graph import DomainMap, Graph
@@ -93,13 +93,13 @@ def test_translate_yaml(fixtures_dir, name, graph, topos, skeleton):
 ])
 def test_k8s_labels(fixtures_dir, name, graph):
     want = json.loads(fixture(fixtures_dir, f"pkg_engines_k8s_labeler_test.{name}.expected.labels.json"))
-    assert k8s.node_labels(graph()) == want
+    assert k8s_labels.node_labels(graph()) == want
 
 
 def test_long_label_value_is_hashed_like_topograph():
     # the 64-character switch id of the tree test set, as topograph's own test expects
-    assert k8s.label_value("S3very-very-long-id-to-check-label-value-limits-of-63-characters") == "xf946c4acef2d5939"
-    assert k8s.label_value("x" * 63) == "x" * 63
+    assert k8s_labels.label_value("S3very-very-long-id-to-check-label-value-limits-of-63-characters") == "xf946c4acef2d5939"
+    assert k8s_labels.label_value("x" * 63) == "x" * 63
 
 
 def test_slinky_oci_sim_tree(fixtures_dir):
