@@ -13,7 +13,7 @@ from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, Slurm
 from fabriclab.topology.cluset import compact
 from fabriclab.topology.graph import DomainMap, Graph
 from fabriclab.topology.providers import infiniband
-from fabriclab.topology.providers.topograph_model import Model
+from fabriclab.topology.providers.simulation_model import SimulationModel
 from topograph_sets import (block_test_set, block_with_dfs_ib_test_set, block_with_diff_num_node_test_set,
                             block_with_ib_test_set, block_with_multi_ib_test_set, short_name_test_set,
                             tree_test_set)
@@ -103,13 +103,13 @@ def test_long_label_value_is_hashed_like_topograph():
 
 
 def test_slinky_oci_sim_tree(fixtures_dir):
-    model = Model.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
+    model = SimulationModel.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
     got = generate(model.sim_graph("oci-sim"), SlurmConfig(TREE))
     assert got == fixture(fixtures_dir, "tests__ci__expected.slinky-oci-sim-tree.conf")
 
 
 def test_slinky_dra_block_with_block_names(fixtures_dir):
-    model = Model.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
+    model = SimulationModel.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
     cfg = SlurmConfig(BLOCK, [8, 16, 32], BlockName("^srv([0-9]{2})", "rack${1}"))
     got = generate(model.dra_graph(), cfg)
     assert got == fixture(fixtures_dir, "tests__ci__expected.slinky-dra-block.conf")

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .providers.topograph_model import SIM_PROVIDERS
+from .providers.simulation_model import SIM_PROVIDERS
 
 LOCAL_PROVIDERS = ("infiniband-bm", "infiniband-k8s", "fabriclab")
 PROVIDERS = tuple(sorted(set(LOCAL_PROVIDERS) | SIM_PROVIDERS | {"test", "dra"}))

@@ -13,7 +13,7 @@ from . import sources
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, SlurmTopologyError, TopologySpec
 from .errors import TopologyProblem
-from .providers.infiniband import Report
+from .report import Report
 
 
 def parse_block_sizes(text: str | None, where: str = "--block-sizes") -> list[int]:

@@ -50,7 +50,7 @@ from .engines.slurm import BlockName, TopologySpec
 from .errors import RequestError
 from .fnv import fnv1a64
 from .graph import Graph
-from .providers.topograph_model import Model
+from .providers.simulation_model import SimulationModel
 from .request_queue import RequestQueue, Result
 
 log = logging.getLogger("fabriclab.topology")
@@ -170,7 +170,7 @@ class TopologyService:
         path = self.models_dir / base
         if not path.is_file():
             raise RequestError(f"no model file {base} in the models directory")
-        model = Model.load(path)
+        model = SimulationModel.load(path)
         if prov == "test":
             return model.test_graph()
         if prov == "dra":

@@ -13,7 +13,8 @@ from ..model.cluster import Cluster, find_port
 from ..model.fabric import Fabric, Node
 from ..spec import hostlist
 from .graph import Graph
-from .providers.infiniband import Report, compat_graph, fabric_graph, hosts_of
+from .providers.infiniband import compat_graph, fabric_graph, hosts_of
+from .report import Report
 
 
 @dataclass
