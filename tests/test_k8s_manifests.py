@@ -21,8 +21,9 @@ import yaml
 from conftest import SPECS
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
-from fabriclab.topology import sources
+from fabriclab.topology import inputs as topology_inputs
 from fabriclab.topology.engines import EngineOptions, run
+from fabriclab.topology.providers import local_graph
 
 K8S_VERSION = "1.37.0"
 
@@ -112,8 +113,8 @@ CASES = [("lab", False, False), ("gb200-su", False, False), ("gb200-su", False, 
 
 def _engine(spec: str, engine: str, compat: bool, names: bool) -> str:
     cluster = build(load_spec(spec))
-    inputs = sources.from_cluster(cluster)
-    graph = sources.build_graph(inputs, None, compat=compat, names=names)
+    inputs = topology_inputs.from_cluster(cluster)
+    graph = local_graph(inputs, None, compat=compat, names=names)
     return run(engine, graph, EngineOptions(gpus=inputs.gpus))
 
 

@@ -16,9 +16,10 @@ from fabriclab.formats import ibnetdiscover, nvidia_smi
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.spec.load import load_spec, parse_spec_text
-from fabriclab.topology import sources
+from fabriclab.topology import inputs as topology_inputs
 from fabriclab.topology.engines import EngineOptions, run
 from fabriclab.topology.engines.slurm import SlurmTopologyError
+from fabriclab.topology.providers import local_graph
 from fabriclab.topology.providers.infiniband import ProviderError
 
 UUID = "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91"
@@ -30,8 +31,8 @@ def fl(*args: str) -> subprocess.CompletedProcess:
 
 
 def topo(spec, engine="slurm-tree", *, compat=False, names=False, nodes=None):
-    inputs = sources.from_cluster(build(spec if not isinstance(spec, str) else load_spec(spec)))
-    graph = sources.build_graph(inputs, nodes, compat=compat, names=names)
+    inputs = topology_inputs.from_cluster(build(spec if not isinstance(spec, str) else load_spec(spec)))
+    graph = local_graph(inputs, nodes, compat=compat, names=names)
     return run(engine, graph, EngineOptions(gpus=inputs.gpus)), inputs.report
 
 
