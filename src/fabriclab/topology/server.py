@@ -52,7 +52,7 @@ from .graph import Graph
 from .options import block_name, validate_block_sizes
 from .providers.simulation_model import SimulationModel
 from .request_queue import RequestQueue, Result
-from .testsets import tree_test_set
+from .topograph_test_graphs import tree_test_set
 
 log = logging.getLogger("fabriclab.topology")
 
