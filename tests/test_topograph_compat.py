@@ -8,9 +8,9 @@ import json
 import pytest
 
 from fabriclab.formats import nvidia_smi
+from fabriclab.topology.cluset import compact
 from fabriclab.topology.engines import k8s_labels
 from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, SlurmConfig, TopologySpec, generate
-from fabriclab.topology.cluset import compact
 from fabriclab.topology.graph import DomainMap, Graph
 from fabriclab.topology.providers import infiniband
 from fabriclab.topology.providers.simulation_model import SimulationModel

@@ -56,9 +56,8 @@ def _short(text: str) -> str:
 
 
 def split_terms(text: str) -> list[str]:
-    """The terms of a hostlist: ``text`` split on the commas that are not inside brackets
-    (one pass over the brackets and commas); nested, unbalanced or unclosed brackets are a
-    HostlistError.  Terms are not stripped, and empty ones are kept."""
+    """A hostlist's terms: split on the commas outside brackets (one pass over the brackets
+    and commas)."""
     terms, depth, start = [], 0, 0
     for m in _BRACKETS.finditer(text):
         ch = m.group()
