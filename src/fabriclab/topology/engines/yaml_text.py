@@ -74,6 +74,8 @@ def _emit(node, indent: int, out: list[str]) -> None:
                     if isinstance(value, (dict, list)) and value:
                         out.append(f"{lead}{key}:\n")
                         _emit(value, indent + 4 if isinstance(value, dict) else indent + 2, out)
+                    elif isinstance(value, (dict, list)):
+                        out.append(f"{lead}{key}: {'{}' if isinstance(value, dict) else '[]'}\n")
                     else:
                         out.append(f"{lead}{key}: {quoted_scalar(value)}\n")
             else:
