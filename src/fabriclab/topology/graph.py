@@ -45,11 +45,13 @@ class DomainMap(dict):
     """domain -> {host name -> HostInfo}."""
 
     def add(self, info: HostInfo) -> None:
+        """Put a host in its domain (a host without a domain is left out)."""
         if not info.domain:
             return
         self.setdefault(info.domain, {})[info.host_name] = info
 
     def add_host(self, domain: str, instance: str, host: str, sub_domain: str = "") -> None:
+        """``add`` from the fields of a HostInfo."""
         self.add(HostInfo(domain, instance, host, sub_domain))
 
 

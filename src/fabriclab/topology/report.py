@@ -16,5 +16,6 @@ class Report:
     left_out: bool = False
 
     def warn(self, where: str, what: str, *, left_out: bool = True) -> None:
+        """Note a problem; ``left_out``: it changed the output."""
         self.problems.append(Problem(where, what))
         self.left_out = self.left_out or left_out

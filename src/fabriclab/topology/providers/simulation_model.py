@@ -54,10 +54,12 @@ class SimulatedNode:
 
     @property
     def domain(self) -> str:
+        """Its accelerator domain (the domain annotation), or ""."""
         return self.annotations.get(DOMAIN_ANNOTATION, "")
 
     @property
     def sub_domain(self) -> str:
+        """Its sub-domain (the sub-domain annotation), or ""."""
         return self.annotations.get(SUB_DOMAIN_ANNOTATION, "")
 
 
@@ -215,9 +217,11 @@ class _Shape:
         self.source = source
 
     def fail(self, where: str, what: str) -> SimulationModelError:
+        """The error for the part at ``where``."""
         return SimulationModelError(f"{self.source}: {where}: {what}" if where else f"{self.source}: {what}")
 
     def mapping(self, value: Any, where: str) -> dict[str, Any]:
+        """A mapping with string keys (None: empty)."""
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -225,6 +229,7 @@ class _Shape:
         return {self.name(key, where): item for key, item in value.items()}
 
     def name(self, value: Any, where: str) -> str:
+        """A string, or a scalar's text (None: "")."""
         if value is None:
             return ""
         if isinstance(value, bool):
@@ -234,6 +239,7 @@ class _Shape:
         raise self.fail(where, "a string")
 
     def names(self, value: Any, where: str) -> list[str]:
+        """A list of strings (None: empty)."""
         if value is None:
             return []
         if not isinstance(value, list):
@@ -241,4 +247,5 @@ class _Shape:
         return [self.name(item, where) for item in value]
 
     def strings(self, value: Any, where: str) -> dict[str, str]:
+        """A mapping of strings to strings (labels, annotations)."""
         return {key: self.name(item, f"{where}.{key}") for key, item in self.mapping(value, where).items()}
