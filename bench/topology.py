@@ -17,10 +17,10 @@ from fabriclab.formats import ibnetdiscover, nvidia_smi
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.spec.load import load_spec
-from fabriclab.topology import sources
-from fabriclab.topology.engines import ENGINES, EngineOptions
-from fabriclab.topology.engines import run
+from fabriclab.topology import inputs as topology_inputs
+from fabriclab.topology.engines import ENGINES, EngineOptions, run
 from fabriclab.topology.engines.slurm import BLOCK, TREE, TopologySpec
+from fabriclab.topology.providers import local_graph
 
 
 def best(fn, repeat):
@@ -51,7 +51,7 @@ def main() -> None:
 
     floor, _ = best(lambda: ib.read_text().splitlines(), a.repeat)
     parse, _ = best(lambda: ibnetdiscover.parse_file(str(ib)), a.repeat)
-    load, inputs = best(lambda: sources.from_files([str(ib)], str(smi)), a.repeat)
+    load, inputs = best(lambda: topology_inputs.from_files([str(ib)], str(smi)), a.repeat)
     print(f"read+split lines (floor): {floor:6.2f} s")
     print(f"parse ibnetdiscover:      {parse:6.2f} s   ({parse / floor:.1f}x the floor)")
     print(f"load inputs (parse + nvidia-smi): {load:6.2f} s")
@@ -60,7 +60,7 @@ def main() -> None:
     topologies = {"gpu": TopologySpec(BLOCK, nodes), "all": TopologySpec(TREE, nodes, cluster_default=True)}
     for compat in (False, True):
         mode = "topograph-compat" if compat else "default"
-        gtime, graph = best(lambda: sources.build_graph(inputs, None, compat=compat, names=False), a.repeat)
+        gtime, graph = best(lambda: local_graph(inputs, None, compat=compat, names=False), a.repeat)
         print(f"[{mode}] graph: {gtime:6.2f} s")
         for engine in ENGINES:
             opts = EngineOptions(gpus=inputs.gpus, topologies=topologies if engine == "slurm-yaml" else {})

@@ -8,11 +8,12 @@ import json
 import pytest
 
 from fabriclab.formats import nvidia_smi
-from fabriclab.topology.engines import k8s
-from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, NetworkTopology, SlurmConfig, TopologySpec
-from fabriclab.topology.graph import DomainMap, Graph, compact
+from fabriclab.topology.cluset import compact
+from fabriclab.topology.engines import k8s_labels
+from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, SlurmConfig, TopologySpec, generate
+from fabriclab.topology.graph import DomainMap, Graph
 from fabriclab.topology.providers import infiniband
-from fabriclab.topology.providers.topograph_model import Model
+from fabriclab.topology.providers.simulation_model import SimulationModel
 from topograph_sets import (block_test_set, block_with_dfs_ib_test_set, block_with_diff_num_node_test_set,
                             block_with_ib_test_set, block_with_multi_ib_test_set, short_name_test_set,
                             tree_test_set)
@@ -77,12 +78,12 @@ YAML_CASES = [
 
 @pytest.mark.parametrize("name,graph,cfg", CONF_CASES, ids=[c[0].split(".")[1] for c in CONF_CASES])
 def test_translate_conf(fixtures_dir, name, graph, cfg):
-    assert NetworkTopology(graph(), cfg).generate() == fixture(fixtures_dir, name)
+    assert generate(graph(), cfg) == fixture(fixtures_dir, name)
 
 
 @pytest.mark.parametrize("name,graph,topos,skeleton", YAML_CASES, ids=[c[0] for c in YAML_CASES])
 def test_translate_yaml(fixtures_dir, name, graph, topos, skeleton):
-    got = NetworkTopology(graph(), SlurmConfig("", topologies=topos)).generate(skeleton)
+    got = generate(graph(), SlurmConfig("", topologies=topos), skeleton)
     assert got == fixture(fixtures_dir, f"pkg_translate_yaml_test.{name}.topology.yaml")
 
 
@@ -92,25 +93,25 @@ def test_translate_yaml(fixtures_dir, name, graph, topos, skeleton):
 ])
 def test_k8s_labels(fixtures_dir, name, graph):
     want = json.loads(fixture(fixtures_dir, f"pkg_engines_k8s_labeler_test.{name}.expected.labels.json"))
-    assert k8s.node_labels(graph()) == want
+    assert k8s_labels.node_labels(graph()) == want
 
 
 def test_long_label_value_is_hashed_like_topograph():
     # the 64-character switch id of the tree test set, as topograph's own test expects
-    assert k8s.label_value("S3very-very-long-id-to-check-label-value-limits-of-63-characters") == "xf946c4acef2d5939"
-    assert k8s.label_value("x" * 63) == "x" * 63
+    assert k8s_labels.label_value("S3very-very-long-id-to-check-label-value-limits-of-63-characters") == "xf946c4acef2d5939"
+    assert k8s_labels.label_value("x" * 63) == "x" * 63
 
 
 def test_slinky_oci_sim_tree(fixtures_dir):
-    model = Model.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
-    got = NetworkTopology(model.sim_graph("oci-sim"), SlurmConfig(TREE)).generate()
+    model = SimulationModel.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
+    got = generate(model.sim_graph("oci-sim"), SlurmConfig(TREE))
     assert got == fixture(fixtures_dir, "tests__ci__expected.slinky-oci-sim-tree.conf")
 
 
 def test_slinky_dra_block_with_block_names(fixtures_dir):
-    model = Model.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
+    model = SimulationModel.load(fixtures_dir / "topograph" / "tests__models__large.yaml")
     cfg = SlurmConfig(BLOCK, [8, 16, 32], BlockName("^srv([0-9]{2})", "rack${1}"))
-    got = NetworkTopology(model.dra_graph(), cfg).generate()
+    got = generate(model.dra_graph(), cfg)
     assert got == fixture(fixtures_dir, "tests__ci__expected.slinky-dra-block.conf")
 
 
@@ -163,4 +164,4 @@ def test_topograph_parser_multiple_entries(fixtures_dir):
 def test_lone_gb200_tray_gives_an_empty_topology(fixtures_dir):
     text = fixture(fixtures_dir, "tests__output__ibnetdiscover__example-bad.out")
     graph = infiniband.compat_graph([text], ["dgx-gb200-n01-c1"], None)
-    assert NetworkTopology(graph, SlurmConfig(TREE)).generate() == ""
+    assert generate(graph, SlurmConfig(TREE)) == ""

@@ -453,12 +453,13 @@ def test_is_loopback(host, loopback):
 def _fuzz_service() -> server.TopologyService:
     """The app as ``serve-topology lab --models-dir DIR`` makes it, with no delay."""
     from fabriclab.cli import _cluster
-    from fabriclab.topology import sources
+    from fabriclab.topology import inputs as topology_inputs
+    from fabriclab.topology.providers import local_graph
 
-    inputs = sources.from_cluster(_cluster("lab"))
+    inputs = topology_inputs.from_cluster(_cluster("lab"))
 
     def local(requested):
-        return sources.build_graph(inputs, requested, compat=False, names=False), inputs.gpus
+        return local_graph(inputs, requested, compat=False, names=False), inputs.gpus
 
     return server.TopologyService(local, str(TOPO), 0.0)
 

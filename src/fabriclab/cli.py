@@ -232,9 +232,9 @@ def topology(
     """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec or a real
     cluster's ibnetdiscover and nvidia-smi output.  Exit 0: complete; 1: produced, but
     something was left out (see the warnings); 2: nothing could be produced."""
-    from .topology import cli_support
+    from .topology.command import topology_command
 
-    text, report = cli_support.topology_command(
+    text, report = topology_command(
         spec=spec, engine=engine.value, ib_files=[str(p) for p in ib_files or []],
         smi_file=str(smi_file) if smi_file else None, nodes=nodes, compat=compat, names=names,
         block_sizes=block_sizes, block_name=block_name, topologies=str(topologies) if topologies else None,
@@ -264,7 +264,8 @@ def serve_topology(
     trays: Optional[int] = TraysOpt,
 ) -> None:
     """Serve topograph's HTTP API (/v1/generate, /v1/topology, /v1/lookup, /healthz)."""
-    from .topology import server, sources
+    from .topology import server
+    from .topology.command import given_inputs, local_provider
 
     if compat not in (None, "topograph"):
         raise InputError([Problem("--compat", "the one compatibility mode is 'topograph'")])
@@ -274,15 +275,12 @@ def serve_topology(
                                   "the network; give a token (FABRICLAB_TOPOLOGY_TOKEN or --token)")])
     if not 0 <= delay <= 3600:
         raise InputError([Problem("--aggregation-delay", "must be 0 to 3600 seconds")])
+    inputs = given_inputs(spec, [str(p) for p in ib_files or []], str(smi_file) if smi_file else None,
+                          trays, _cluster)
     local = None
-    if spec or ib_files:
-        inputs = (sources.from_cluster(_cluster(spec, trays)) if spec
-                  else sources.from_files([str(p) for p in ib_files or []], str(smi_file) if smi_file else None))
+    if inputs is not None:
         _warn(inputs.report.problems)
-
-        def local(requested):
-            return sources.build_graph(inputs, requested, compat=compat == "topograph", names=names), inputs.gpus
-
+        local = local_provider(inputs, compat=compat == "topograph", names=names)
     service = server.TopologyService(local, str(models_dir) if models_dir else None, delay)
     err.print(f"fabriclab topology API on http://{host}:{port}"
               + (" (clients must send the bearer token)" if token else ""), markup=False)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .providers.topograph_model import SIM_PROVIDERS
+from .providers.simulation_model import SIM_PROVIDERS
 
 LOCAL_PROVIDERS = ("infiniband-bm", "infiniband-k8s", "fabriclab")
 PROVIDERS = tuple(sorted(set(LOCAL_PROVIDERS) | SIM_PROVIDERS | {"test", "dra"}))
@@ -93,6 +93,8 @@ class ProviderParams(_Body):
 
 
 class Provider(_Body):
+    """Which provider answers, and its params."""
+
     schema_required: ClassVar[tuple[str, ...]] = ("name",)
     name: str = Field("", json_schema_extra={"enum": list(PROVIDERS)})
     creds: dict[str, str] = {}
@@ -100,12 +102,16 @@ class Provider(_Body):
 
 
 class Engine(_Body):
+    """Which engine writes the answer, and its params."""
+
     schema_required: ClassVar[tuple[str, ...]] = ("name",)
     name: str = Field("", json_schema_extra={"enum": list(ENGINES)})
     params: EngineParams = EngineParams()
 
 
 class ComputeInstances(_Body):
+    """One region's instances and the node names they go by."""
+
     region: str = ""
     instances: dict[str, str] = Field({}, description="instance id -> node name")
 

@@ -13,7 +13,6 @@ and otherwise follow insertion order, which providers make deterministic.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 NO_TOPOLOGY = "no-topology"
@@ -21,17 +20,12 @@ NO_TOPOLOGY = "no-topology"
 
 @dataclass(eq=False)
 class Vertex:
+    """A switch (with children) or a compute node (without), as topograph's
+    ``topology.Vertex``: children keyed by their id (or by a name topograph gives them)."""
+
     id: str = ""
     name: str = ""
     vertices: dict[str, "Vertex"] = field(default_factory=dict)
-
-    @property
-    def is_node(self) -> bool:
-        return not self.vertices
-
-    def add(self, child: "Vertex", key: str | None = None) -> "Vertex":
-        self.vertices[child.id if key is None else key] = child
-        return child
 
     def __repr__(self) -> str:
         return f"Vertex({self.id!r}, {self.name!r}, {len(self.vertices)} children)"
@@ -39,6 +33,8 @@ class Vertex:
 
 @dataclass
 class HostInfo:
+    """One host of an accelerator (NVLink) domain, and its sub-domain (a rack within it)."""
+
     domain: str
     instance_id: str
     host_name: str
@@ -49,31 +45,23 @@ class DomainMap(dict):
     """domain -> {host name -> HostInfo}."""
 
     def add(self, info: HostInfo) -> None:
+        """Put a host in its domain (a host without a domain is left out)."""
         if not info.domain:
             return
         self.setdefault(info.domain, {})[info.host_name] = info
 
     def add_host(self, domain: str, instance: str, host: str, sub_domain: str = "") -> None:
+        """``add`` from the fields of a HostInfo."""
         self.add(HostInfo(domain, instance, host, sub_domain))
 
 
 @dataclass
 class Graph:
+    """The switch tree (None when the provider knows none) and the accelerator domains
+    (None when it knows none)."""
+
     tiers: Vertex | None = None
     domains: DomainMap | None = None
-
-    def nodes(self) -> list[Vertex]:
-        """Compute-node vertices, breadth first."""
-        out, queue, seen = [], [self.tiers] if self.tiers else [], set()
-        while queue:
-            v = queue.pop(0)
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            if v.is_node and v is not self.tiers:
-                out.append(v)
-            queue.extend(v.vertices[k] for k in sorted(v.vertices))
-        return out
 
 
 @dataclass
@@ -86,181 +74,86 @@ class InstanceTopology:
     sub_domain: str = ""
 
 
-def instances_to_graph(instances: list[InstanceTopology], i2n: dict[str, str], *,
+def instances_to_graph(instances: list[InstanceTopology], instance_nodes: dict[str, str], *,
                        trim_tiers: int = 0, normalize: bool = False) -> Graph:
     """topograph's ``ClusterTopology.ToGraph``: instances become a forest, switches are
     shared by (level, id), requested nodes without topology go under ``no-topology``.
-    ``normalize`` renames switches ``switch.<level>.<n>`` in hierarchy order (OCI)."""
-    i2n = dict(i2n)
+    ``instance_nodes`` maps the requested instances to node names; ``trim_tiers`` drops
+    that many top tiers; ``normalize`` renames switches ``switch.<level>.<n>`` in
+    hierarchy order (OCI)."""
+    unplaced = dict(instance_nodes)
     if normalize:
         instances = _normalized(instances)
     forest: dict[str, Vertex] = {}
-    nodes: dict[tuple[int, str], Vertex] = {}
+    switches: dict[tuple[int, str], Vertex] = {}
     domains = DomainMap()
-    for inst in instances:
-        if inst.instance_id not in i2n:
+    for instance in instances:
+        if instance.instance_id not in unplaced:
             continue
-        node_name = i2n.pop(inst.instance_id)
-        v = Vertex(inst.instance_id, node_name)
-        if inst.domain:
-            domains.add(HostInfo(inst.domain, inst.instance_id, node_name, inst.sub_domain))
-        keep = len(inst.tiers) - min(max(0, trim_tiers), len(inst.tiers))
-        for level, (sw_id, sw_name) in enumerate(inst.tiers[:keep]):
-            if not sw_id:
+        node_name = unplaced.pop(instance.instance_id)
+        top = Vertex(instance.instance_id, node_name)  # the chain's top vertex so far
+        if instance.domain:
+            domains.add(HostInfo(instance.domain, instance.instance_id, node_name, instance.sub_domain))
+        keep = len(instance.tiers) - min(max(0, trim_tiers), len(instance.tiers))
+        for level, (switch_id, switch_name) in enumerate(instance.tiers[:keep]):
+            if not switch_id:
                 continue
-            sw = nodes.get((level, sw_id))
-            if sw is None:
-                sw = nodes[(level, sw_id)] = Vertex(sw_id, sw_name)
-            sw.vertices[v.id] = v
-            v = sw
-        if v.id in forest:
-            _merge(forest[v.id], v)
+            switch = switches.get((level, switch_id))
+            if switch is None:
+                switch = switches[(level, switch_id)] = Vertex(switch_id, switch_name)
+            switch.vertices[top.id] = top
+            top = switch
+        if top.id in forest:
+            _merge(forest[top.id], top)
         else:
-            forest[v.id] = v
-    if i2n:
-        sw = Vertex(NO_TOPOLOGY)
-        for iid, name in i2n.items():
-            sw.vertices[iid] = Vertex(iid, name)
-        forest[NO_TOPOLOGY] = sw
+            forest[top.id] = top
+    if unplaced:
+        switch = Vertex(NO_TOPOLOGY)
+        for instance_id, name in unplaced.items():
+            switch.vertices[instance_id] = Vertex(instance_id, name)
+        forest[NO_TOPOLOGY] = switch
     root = Vertex()
     root.vertices.update(forest)
     return Graph(root, domains if domains else None)
 
 
-def _merge(dst: Vertex, src: Vertex) -> None:
-    if dst is src:
+def _merge(into: Vertex, other: Vertex) -> None:
+    """``other``'s subtree merged into ``into`` (same id): children by key, recursively."""
+    if into is other:
         return
-    if not dst.name:
-        dst.name = src.name
-    for k, child in src.vertices.items():
-        if k in dst.vertices:
-            _merge(dst.vertices[k], child)
+    if not into.name:
+        into.name = other.name
+    for key, child in other.vertices.items():
+        if key in into.vertices:
+            _merge(into.vertices[key], child)
         else:
-            dst.vertices[k] = child
+            into.vertices[key] = child
 
 
 def _normalized(instances: list[InstanceTopology]) -> list[InstanceTopology]:
-    width = max((len(i.tiers) for i in instances), default=0)
+    """OCI's switch names: ``switch.<level>.<n>``, numbered in the order of the instances
+    sorted by their switches from the top down."""
+    width = max((len(instance.tiers) for instance in instances), default=0)
 
-    def sort_key(inst: InstanceTopology):
-        ids = [t[0] for t in inst.tiers]
-        return ([ids[lvl] if lvl < len(ids) else "" for lvl in range(width - 1, -1, -1)],
-                inst.instance_id)
+    def sort_key(instance: InstanceTopology):
+        ids = [switch_id for switch_id, _ in instance.tiers]
+        return ([ids[level] if level < len(ids) else "" for level in range(width - 1, -1, -1)],
+                instance.instance_id)
 
     ordered = sorted(instances, key=sort_key)
     counts: dict[int, int] = {}
     names: dict[int, dict[str, str]] = {}
     out = []
-    for inst in ordered:
+    for instance in ordered:
         tiers = []
-        for level, (sw_id, _) in enumerate(inst.tiers):
-            if not sw_id:
-                tiers.append((sw_id, ""))
+        for level, (switch_id, _) in enumerate(instance.tiers):
+            if not switch_id:
+                tiers.append((switch_id, ""))
                 continue
             level_names = names.setdefault(level, {})
-            if sw_id not in level_names:
+            if switch_id not in level_names:
                 counts[level] = counts.get(level, 0) + 1
-                level_names[sw_id] = f"switch.{level + 1}.{counts[level]}"
-            tiers.append((sw_id, level_names[sw_id]))
-        out.append(InstanceTopology(inst.instance_id, tiers, inst.domain, inst.sub_domain))
-    return out
-
-
-# --- host list compaction ------------------------------------------------------------
-
-_COMPACT = re.compile(r"^(.*?)(0*\d+)$")
-
-
-def compact(names: list[str]) -> list[str]:
-    """topograph's ``cluset.Compact``: names grouped by the prefix before their trailing
-    number (``^(.*?)(0*\\d+)$``), prefixes sorted, numbers sorted by value and joined into
-    ranges that keep each number's own digits: ``n-[1101-1102]``, ``S[2-3]``, ``x1``."""
-    groups: dict[str, list[str] | None] = {}
-    for n in names:
-        m = _COMPACT.match(n)
-        if m:
-            g = groups.get(m.group(1))
-            if g is None:
-                groups[m.group(1)] = [m.group(2)]
-            else:
-                g.append(m.group(2))
-        else:
-            groups.setdefault(n, None)
-    out = []
-    for prefix in sorted(groups):
-        nums = groups[prefix]
-        if not nums:
-            out.append(prefix)
-            continue
-        nums = sorted(nums, key=int)
-        if len(nums) == 1:
-            out.append(prefix + nums[0])
-            continue
-        parts, start, end = [], nums[0], nums[0]
-        for n in nums[1:]:
-            if int(n) == int(end) + 1:
-                end = n
-            else:
-                parts.append(start if start == end else f"{start}-{end}")
-                start = end = n
-        parts.append(start if start == end else f"{start}-{end}")
-        out.append(prefix + "[" + ",".join(parts) + "]")
-    return out
-
-
-def compact_str(names: list[str]) -> str:
-    return ",".join(compact(names))
-
-
-def expand_list(text: str) -> list[str]:
-    """topograph's ``cluset.ExpandList``: comma-separated entries, each ``prefix[ranges]``
-    (one bracket, at the end) or a plain name; ranges keep the lower bound's width."""
-    out: list[str] = []
-    for entry in _split_top(text):
-        m = re.match(r"^(.*?)\[(.*?)\]$", entry)
-        if not m:
-            out.append(entry)
-            continue
-        prefix = m.group(1)
-        for part in m.group(2).split(","):
-            if "-" in part:
-                lo, hi = part.split("-")[:2]
-                w = len(lo)
-                a, b = _atoi(lo), _atoi(hi)
-                if b >= a and b - a >= MAX_EXPANDED - len(out):
-                    raise ValueError(f"expanded node list exceeds {MAX_EXPANDED} entries")
-                out.extend(f"{prefix}{i:0{w}d}" for i in range(a, b + 1))
-            else:
-                out.append(prefix + part)
-    return out
-
-
-MAX_EXPANDED = 500_000
-
-
-def _atoi(s: str) -> int:
-    """Go's strconv.Atoi as topograph uses it: a bad number counts as 0."""
-    try:
-        return int(s)
-    except ValueError:
-        return 0
-
-
-def _split_top(text: str) -> list[str]:
-    out, cur, depth = [], [], 0
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]" and depth:
-            depth -= 1
-        if ch == "," and depth == 0:
-            s = "".join(cur).strip()
-            if s:
-                out.append(s)
-            cur = []
-        else:
-            cur.append(ch)
-    s = "".join(cur).strip()
-    if s:
-        out.append(s)
+                level_names[switch_id] = f"switch.{level + 1}.{counts[level]}"
+            tiers.append((switch_id, level_names[switch_id]))
+        out.append(InstanceTopology(instance.instance_id, tiers, instance.domain, instance.sub_domain))
     return out

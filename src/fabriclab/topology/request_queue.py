@@ -33,12 +33,16 @@ WORKERS = 2
 
 
 class QueueFull(RequestError):
+    """Too many requests wait or run (the API answers 429)."""
+
     def __init__(self, message: str):
         super().__init__(message, 429)
 
 
 @dataclass
 class Result:
+    """A request's outcome: 200 with its data, or a status and a message."""
+
     status: int  # 200, or the request's error status
     message: str = ""
     data: bytes | None = None
@@ -82,6 +86,7 @@ class RequestQueue:
 
     # --- the clients' side ------------------------------------------------------------
     def submit(self, uid: str, item: Any, size: int) -> None:
+        """Queue ``item`` as request ``uid`` (replacing a pending one), or QueueFull."""
         with self._cond:
             old = self._waiting.get(uid)
             count = self._load[0] + (0 if old else 1)

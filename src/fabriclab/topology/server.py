@@ -20,7 +20,7 @@ via the provider), ``k8s`` (the node labels as JSON), plus fabriclab's ``kueue``
 Every answer is one line or a result, never a 500 for anything a request holds: request
 bodies are bounded (request_body), checked against the request models (api_models), and
 run on a bounded queue (request_queue); every error the engines and providers raise is a
-FabriclabError with its status.  With a token, every path but /healthz needs
+TopologyProblem with its status.  With a token, every path but /healthz needs
 ``Authorization: Bearer <token>``.
 """
 
@@ -42,15 +42,17 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from ..errors import FabriclabError
 from . import api_models, request_body
 from .api_models import LOCAL_PROVIDERS, PROVIDERS, ProviderParams, EngineParams, TopologyRequest
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologySpec
-from .errors import RequestError
+from .errors import RequestError, TopologyProblem
+from .fnv import fnv1a64
 from .graph import Graph
-from .providers.topograph_model import Model
+from .options import block_name, validate_block_sizes
+from .providers.simulation_model import SimulationModel
 from .request_queue import RequestQueue, Result
+from .topograph_test_graphs import tree_test_set
 
 log = logging.getLogger("fabriclab.topology")
 
@@ -66,11 +68,7 @@ def request_id(body: dict) -> str:
     prov, eng = body.get("provider") or {}, body.get("engine") or {}
     key = {"provider": {"name": prov.get("name") or "", "params": prov.get("params") or {}},
            "engine": {"name": eng.get("name") or "", "params": eng.get("params") or {}}}
-    data = json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:x}"
+    return f"{fnv1a64(json.dumps(key, sort_keys=True, separators=(',', ':')).encode()):x}"
 
 
 def one_line(text: str) -> str:
@@ -84,6 +82,10 @@ def one_line(text: str) -> str:
 
 
 class TopologyService:
+    """The API's work: requests parsed and checked, queued, and run against the local
+    fabric (``local``: requested nodes -> graph and GPUs per host) or a simulation model
+    of ``models_dir``."""
+
     def __init__(self, local: Callable[[list[str] | None], tuple[Graph, dict[str, int]]] | None = None,
                  models_dir: str | None = None, aggregation_delay: float = 2.0, **queue_bounds: Any):
         self.local = local
@@ -117,52 +119,55 @@ class TopologyService:
             raise RequestError(f"unsupported engine {eng}")
 
     def submit(self, body: bytes) -> str:
+        """Queue the request in ``body``; its id."""
         raw, req = self.parse(body)
         uid = request_id(raw)
         self.queue.submit(uid, req, len(body))
         return uid
 
     def lookup(self, body: bytes) -> Result:
+        """The result of the request in ``body`` (as ``get`` of its id)."""
         raw, _ = self.parse(body)
         return self.get(request_id(raw))
 
     def get(self, uid: str) -> Result:
+        """The result of request ``uid``, 202 while it waits or runs, 404 if unknown."""
         return self.queue.get(uid) or Result(404, f"request ID {uid} not found")
 
     def close(self) -> None:
+        """Stop the queue."""
         self.queue.close()
 
     def _run(self, req: TopologyRequest) -> Result:
         try:
             return Result(200, data=self.generate(req).encode())
-        except FabriclabError as e:  # every error a request can cause, with its status
-            return Result(getattr(e, "status", 400), str(e))
-        except Exception as e:  # a bug, not the request's fault: say so rather than stay pending
+        except TopologyProblem as e:  # every error a request can cause, with its status
+            return Result(e.status, str(e))
+        except Exception as e:  # a bug, never a request's fault: say so rather than stay pending
             log.exception("topology request failed")
             return Result(500, f"internal error: {type(e).__name__}: {e}")
 
     # --- generation ------------------------------------------------------------------
     def generate(self, req: TopologyRequest) -> str:
+        """A request's answer: its provider's graph through its engine."""
         prov = req.provider.name
-        i2n: dict[str, str] = {}
-        for ci in req.nodes:
-            i2n.update(ci.instances)
+        instance_nodes: dict[str, str] = {}
+        for compute in req.nodes:
+            instance_nodes.update(compute.instances)
         gpus: dict[str, int] = {}
         if prov in LOCAL_PROVIDERS:
             if self.local is None:
                 raise RequestError(f"provider {prov}: this server was started without a fabric")
-            names = sorted(set(i2n.values())) if i2n else None
+            names = sorted(set(instance_nodes.values())) if instance_nodes else None
             graph, gpus = self.local(names)
         else:
-            graph = self._model_graph(prov, req.provider.params, i2n)
+            graph = self._model_graph(prov, req.provider.params, instance_nodes)
         return self._engine(req.engine.name, req.engine.params, graph, gpus)
 
-    def _model_graph(self, prov: str, params: ProviderParams, i2n: dict[str, str]) -> Graph:
+    def _model_graph(self, prov: str, params: ProviderParams, instance_nodes: dict[str, str]) -> Graph:
         name = params.modelFileName
         if prov == "test" and not name:
-            from . import testsets
-
-            return testsets.tree_test_set()
+            return tree_test_set()
         if not name:
             raise RequestError("no model file name for simulation")
         if self.models_dir is None:
@@ -173,25 +178,26 @@ class TopologyService:
         path = self.models_dir / base
         if not path.is_file():
             raise RequestError(f"no model file {base} in the models directory")
-        model = Model.load(path)
+        model = SimulationModel.load(path)
         if prov == "test":
             return model.test_graph()
         if prov == "dra":
             return model.dra_graph()
-        return model.sim_graph(prov, i2n or None, params.trimTiers)
+        return model.sim_graph(prov, instance_nodes or None, params.trimTiers)
 
     def _engine(self, eng: str, params: EngineParams, graph: Graph, gpus: dict[str, int]) -> str:
+        """The API's engines (``slurm`` with its params, ``k8s``, ``kueue``, ``kwok``) as
+        the engines of ``topology``."""
         opts = EngineOptions(gpus=gpus)
         if eng == "slurm":
-            from .cli_support import validate_block_sizes
-
-            _block_sizes(params.blockSizes, "blockSizes", validate_block_sizes)
+            validate_block_sizes(params.blockSizes)
             opts.block_sizes = list(params.blockSizes)
             opts.block_name = _block_name(params.blockName)
-            for tname, t in params.topologies.items():
-                _block_sizes(t.blockSizes, f"topologies.{tname}.blockSizes", validate_block_sizes)
-                opts.topologies[tname] = TopologySpec(t.plugin, list(t.nodes), list(t.blockSizes),
-                                                      _block_name(t.blockName), t.clusterDefault)
+            for name, topology in params.topologies.items():
+                validate_block_sizes(topology.blockSizes)
+                opts.topologies[name] = TopologySpec(topology.plugin, list(topology.nodes),
+                                                     list(topology.blockSizes), _block_name(topology.blockName),
+                                                     topology.clusterDefault)
             opts.skeleton = params.skeletonOnly
             if opts.topologies:
                 return run("slurm-yaml", graph, opts)
@@ -201,15 +207,8 @@ class TopologyService:
         return run(eng, graph, opts)
 
 
-def _block_sizes(sizes: list[int], where: str, validate: Callable[[list[int], str], None]) -> None:
-    try:
-        validate(sizes, where)
-    except FabriclabError as e:  # the CLI's message, without the CLI's "where"
-        raise RequestError(e.problems[0].what) from None
-
-
-def _block_name(bn: api_models.BlockNameParams | None) -> BlockName | None:
-    return BlockName(bn.nodeNameRegexp, bn.format) if bn else None
+def _block_name(params: api_models.BlockNameParams | None) -> BlockName | None:
+    return block_name(params.nodeNameRegexp, params.format) if params else None
 
 
 # --- HTTP ------------------------------------------------------------------------------
@@ -262,15 +261,17 @@ class BearerAuth:
 
 def make_app(service: TopologyService, *, token: str | None = None,
              max_body: int = request_body.MAX_BODY_BYTES) -> FastAPI:
+    """The FastAPI app of ``service``: topograph's routes, bodies bounded by ``max_body``,
+    a bearer token on every path but /healthz when ``token`` is given."""
     app = FastAPI(title="fabriclab topology API", docs_url=None, redoc_url=None)
     responses = dict(_ERRORS)
     if token:
         responses[401] = {"description": "Missing or wrong bearer token", "content": _TEXT}
         app.add_middleware(BearerAuth, token=token)
 
-    @app.exception_handler(FabriclabError)
-    async def refused(_req: Request, e: FabriclabError):
-        return _text(f"{one_line(str(e))}\n", getattr(e, "status", 400))
+    @app.exception_handler(TopologyProblem)
+    async def refused(_req: Request, e: TopologyProblem):
+        return _text(f"{one_line(str(e))}\n", e.status)
 
     @app.exception_handler(ClientDisconnect)
     async def gone(_req: Request, _e: ClientDisconnect):
@@ -333,6 +334,7 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(service: TopologyService, host: str, port: int, token: str | None = None) -> None:
+    """Run the app with uvicorn until interrupted, then stop the service."""
     import uvicorn
 
     try:

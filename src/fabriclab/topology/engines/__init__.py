@@ -1,18 +1,27 @@
-"""Engines: what consumes a topology graph (Slurm files, Kubernetes labels, Kueue and
-KWOK manifests).  ``run`` is the single entry the CLI and the HTTP API use."""
+"""Engines: what consumes a topology graph (Slurm files, Kubernetes node labels, Kueue
+and KWOK manifests).  ``run`` is the single entry the CLI and the HTTP API use.
+
+- ``slurm`` (a package): topology.conf (tree, block) and topology.yaml;
+- ``k8s_labels``: the node labels, as JSON or a kubectl script;
+- ``kueue_kwok``: Kueue Topology and ResourceFlavor, KWOK Nodes, with those labels;
+- ``yaml_text``: the YAML text the engines write.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import OptionError
 from ..graph import Graph
-from . import k8s, slurm
+from . import k8s_labels, kueue_kwok, slurm
 
 ENGINES = ("slurm-tree", "slurm-block", "slurm-yaml", "k8s-labels", "kueue", "kwok")
 
 
 @dataclass
 class EngineOptions:
+    """Every engine's options (each engine reads its own)."""
+
     block_sizes: list[int] = field(default_factory=list)
     block_name: slurm.BlockName | None = None
     topologies: dict[str, slurm.TopologySpec] = field(default_factory=dict)
@@ -25,22 +34,23 @@ class EngineOptions:
 
 
 def run(engine: str, graph: Graph, opts: EngineOptions) -> str:
+    """``engine``'s output for ``graph``; a TopologyProblem when it cannot be made."""
     if engine == "slurm-tree":
-        return slurm.NetworkTopology(graph, slurm.SlurmConfig(slurm.TREE)).generate(opts.skeleton)
+        return slurm.generate(graph, slurm.SlurmConfig(slurm.TREE), opts.skeleton)
     if engine == "slurm-block":
-        cfg = slurm.SlurmConfig(slurm.BLOCK, opts.block_sizes, opts.block_name)
-        return slurm.NetworkTopology(graph, cfg).generate(opts.skeleton)
+        config = slurm.SlurmConfig(slurm.BLOCK, opts.block_sizes, opts.block_name)
+        return slurm.generate(graph, config, opts.skeleton)
     if engine == "slurm-yaml":
         if not opts.topologies:
-            raise slurm.TopologyError("slurm-yaml needs --topologies (a YAML file of named topologies)")
-        return slurm.NetworkTopology(graph, slurm.SlurmConfig("", topologies=opts.topologies)).generate(opts.skeleton)
-    labels = k8s.node_labels(graph)
+            raise OptionError("slurm-yaml needs --topologies (a YAML file of named topologies)")
+        return slurm.generate(graph, slurm.SlurmConfig("", topologies=opts.topologies), opts.skeleton)
+    if engine not in ENGINES:
+        raise OptionError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+    labels = k8s_labels.node_labels(graph)
     if engine == "k8s-labels":
-        return k8s.kubectl_script(labels) if opts.label_format == "script" else k8s.labels_json(labels)
-    from . import kube
-
+        if opts.label_format == "script":
+            return k8s_labels.kubectl_script(labels)
+        return k8s_labels.labels_json(labels)
     if engine == "kueue":
-        return kube.kueue_manifests(labels, opts)
-    if engine == "kwok":
-        return kube.kwok_nodes(labels, opts)
-    raise slurm.TopologyError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+        return kueue_kwok.kueue_manifests(labels, opts)
+    return kueue_kwok.kwok_nodes(labels, opts)

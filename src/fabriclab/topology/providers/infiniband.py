@@ -1,6 +1,7 @@
-"""The InfiniBand fabric as a topology source: what ibnetdiscover and nvidia-smi show.
+"""The InfiniBand providers: the inputs (ibnetdiscover dumps and nvidia-smi answers, or
+the fabric parsed from them) turned into a topology graph.
 
-Two ways to read it:
+Two ways to read them:
 
 ``compat_graph`` is topograph's ``infiniband-bm`` provider, quirks included: its regex
 parser (switch-side cables only, a switch block ends at a blank line, factory-described
@@ -22,9 +23,7 @@ whose GPUs disagree, or answer N/A, fails the whole request).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-from ...errors import Problem
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
 from ...model.fabric import Fabric, Node
 from ...ib.enums import NodeType
@@ -32,18 +31,7 @@ from ...model.cluster import ZERO_UUID, host_and_hca
 from ...model.tiers import switch_tiers
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
-
-
-@dataclass
-class Report:
-    """What a provider could not use.  ``left_out`` marks problems that change the output."""
-
-    problems: list[Problem] = field(default_factory=list)
-    left_out: bool = False
-
-    def warn(self, where: str, what: str, *, left_out: bool = True) -> None:
-        self.problems.append(Problem(where, what))
-        self.left_out = self.left_out or left_out
+from ..report import Report
 
 
 class ProviderError(TopologyProblem):

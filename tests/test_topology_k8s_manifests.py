@@ -21,9 +21,9 @@ import yaml
 from conftest import SPECS
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
-from fabriclab.topology import sources
+from fabriclab.topology import inputs as topology_inputs
 from fabriclab.topology.engines import EngineOptions, run
-from fabriclab.topology.engines.k8s import label_problems
+from fabriclab.topology.providers import local_graph
 
 K8S_VERSION = "1.37.0"
 
@@ -84,6 +84,24 @@ def flavor_cel(obj: dict) -> list[str]:
     return []
 
 
+# Kubernetes label syntax (apimachinery validation: IsQualifiedName, IsValidLabelValue).
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_problems(key: str, value: str) -> list[str]:
+    """Why a label is not valid Kubernetes syntax (empty list when it is)."""
+    out = []
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        out.append(f"key prefix {prefix!r} is not a DNS subdomain")
+    if not name or len(name) > 63 or not _NAME.match(name):
+        out.append(f"key name {name!r} is not a valid label name")
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        out.append(f"value {value!r} is not a valid label value")
+    return out
+
+
 def _metadata_name_ok(name: str) -> bool:
     return len(name) <= 253 and re.match(_DNS_SUBDOMAIN, name) is not None
 
@@ -95,8 +113,8 @@ CASES = [("lab", False, False), ("gb200-su", False, False), ("gb200-su", False, 
 
 def _engine(spec: str, engine: str, compat: bool, names: bool) -> str:
     cluster = build(load_spec(spec))
-    inputs = sources.from_cluster(cluster)
-    graph = sources.build_graph(inputs, None, compat=compat, names=names)
+    inputs = topology_inputs.from_cluster(cluster)
+    graph = local_graph(inputs, None, compat=compat, names=names)
     return run(engine, graph, EngineOptions(gpus=inputs.gpus))
 
 

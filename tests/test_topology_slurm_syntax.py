@@ -20,9 +20,10 @@ from conftest import SPECS
 from fabriclab.model.build import build
 from fabriclab.spec.hostlist import expand
 from fabriclab.spec.load import load_spec
-from fabriclab.topology import sources
+from fabriclab.topology import inputs as topology_inputs
 from fabriclab.topology.engines import EngineOptions, run
 from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, TopologySpec
+from fabriclab.topology.providers import local_graph
 
 _KV = re.compile(r"^(\w+)=(\S+)$")
 
@@ -82,8 +83,8 @@ def check_topology_yaml(text: str) -> list[dict]:
 
 def _engine(spec: str, engine: str, topologies=None, compat=False) -> tuple[str, list[str]]:
     cluster = build(load_spec(spec))
-    inputs = sources.from_cluster(cluster)
-    graph = sources.build_graph(inputs, None, compat=compat, names=False)
+    inputs = topology_inputs.from_cluster(cluster)
+    graph = local_graph(inputs, None, compat=compat, names=False)
     return (run(engine, graph, EngineOptions(gpus=inputs.gpus, topologies=topologies or {})),
             [t.host for t in cluster.trays])
 
