@@ -8,8 +8,9 @@ CounterSelect bits name and answers with the values after the reset.
 
 from __future__ import annotations
 
-from .counters import DETAILS, summed
+from .counters import summed
 from ..ib.caps import PM2_ADDL_PORT_COUNTERS_EXT, PM_ALL_PORT_SELECT
+from ..ib.mad.counters import PORT_COUNTERS_EXT_BASIC, RCV_ERROR_DETAILS, XMIT_DISCARD_DETAILS
 from ..ib.mad.consts import (
     Attr,
     Method,
@@ -28,8 +29,6 @@ from ..ib.mad.layouts import (
 from .state import SimPort
 
 ALL_PORTS = 0xFF
-_RCV_DETAILS, _XMIT_DETAILS = DETAILS[:6], DETAILS[6:]
-_ZERO = bytes(GMP_DATA_SIZE)
 
 
 def _pad(raw: bytes) -> bytes:
@@ -83,7 +82,7 @@ class Pma:
             return STATUS_INVALID_FIELD, _pad(data[:layout.size])
         values = summed([p.flush() for p in ports], extended=extended)
         if extended and not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
-            values = {k: v for k, v in values.items() if k in _BASIC_EXT}
+            values = {k: v for k, v in values.items() if k in PORT_COUNTERS_EXT_BASIC}
         values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
                       CounterSelect2=req["CounterSelect2"])
         return STATUS_OK, _pad(layout.pack(values))
@@ -107,17 +106,14 @@ class Pma:
         for p in ports:
             view = p.flush().details_view()
             for n in names:
-                values[n] = min(values[n] + view[n], 0xFFFF)
+                values[n] += view[n]
+        values = {n: min(v, (1 << layout.width(n)) - 1) for n, v in values.items()}
         values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"])
         return STATUS_OK, _pad(layout.pack(values))
 
     def rcv_error_details(self, port: SimPort, method: int, mod: int, data: bytes):
-        return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, _RCV_DETAILS)
+        return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, RCV_ERROR_DETAILS)
 
     def xmit_discard_details(self, port: SimPort, method: int, mod: int, data: bytes):
-        return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, _XMIT_DETAILS)
+        return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, XMIT_DISCARD_DETAILS)
 
-
-_BASIC_EXT = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
-              "PortUnicastXmitPkts", "PortUnicastRcvPkts", "PortMulticastXmitPkts",
-              "PortMulticastRcvPkts"}
