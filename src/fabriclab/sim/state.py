@@ -155,7 +155,7 @@ class SimPort:
             self.pkeys[0:2] = b"\xff\xff"  # the default partition, full member
         self.sl2vl: dict[int, bytes] = {}  # (in port << 8 | out port) -> 8 bytes, when set
         self.vlarb: dict[int, bytes] = {}  # block 1..4 -> 64 bytes, when set
-        self.guids: dict[int, bytearray] = {}  # alias GUID blocks, when set
+        self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
         self.counters = Counters()
         self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
         self.pi: bytes | None = None
@@ -182,16 +182,27 @@ class SimPort:
         speed = m.speed if self.num else None
         switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
-            self.mkey, self.gid_prefix, self.lid, self.smlid, self.cap_mask, self.mkey_lease,
-            self.width_enabled, self.width_supported, m.width.value if self.num else 2,
-            0x7, self.state, self.phys, self.link_down_def, self.mkey_protect, self.lmc,
-            speed.speed if speed else 1, self.speed_enabled, self.neighbor_mtu, self.smsl,
-            caps.vl_cap, self.vl_high_limit, caps.vl_arb_high_cap, caps.vl_arb_low_cap,
-            caps.mtu_cap, self.vl_stall, self.hoq_life, self.op_vls, switch_ext, switch_ext,
-            self.guid_cap, self.client_rereg, self.mcast_pkey_trap, self.subnet_timeout,
-            self.resp_time, speed.ext2 if speed else 0, self.speed_ext2_supported,
-            self.speed_ext2_enabled, self.cap_mask2, speed.ext if speed else 0,
-            self.speed_ext_supported, self.speed_ext_enabled)
+            Mkey=self.mkey, GidPrefix=self.gid_prefix, Lid=self.lid, SMLid=self.smlid,
+            CapMask=self.cap_mask, MkeyLeasePeriod=self.mkey_lease,
+            LinkWidthEnabled=self.width_enabled, LinkWidthSupported=self.width_supported,
+            LinkWidthActive=m.width.value if self.num else 2,  # port 0: 4x
+            LinkSpeedSupported=0x7,  # SDR, DDR, QDR
+            LinkState=self.state, PhysLinkState=self.phys, LinkDownDefState=self.link_down_def,
+            ProtectBits=self.mkey_protect, LMC=self.lmc,
+            LinkSpeedActive=speed.speed if speed else 1, LinkSpeedEnabled=self.speed_enabled,
+            NeighborMTU=self.neighbor_mtu, SMSL=self.smsl, VLCap=caps.vl_cap,
+            VLHighLimit=self.vl_high_limit, VLArbHighCap=caps.vl_arb_high_cap,
+            VLArbLowCap=caps.vl_arb_low_cap, MtuCap=caps.mtu_cap, VLStallCount=self.vl_stall,
+            HoqLife=self.hoq_life, OperVLs=self.op_vls, PartEnforceInb=switch_ext,
+            PartEnforceOutb=switch_ext, GuidCap=self.guid_cap, ClientReregister=self.client_rereg,
+            McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
+            SubnetTimeout=self.subnet_timeout, RespTimeVal=self.resp_time,
+            LinkSpeedExtActive2=speed.ext2 if speed else 0,
+            LinkSpeedExtSupported2=self.speed_ext2_supported,
+            LinkSpeedExtEnabled2=self.speed_ext2_enabled, CapabilityMask2=self.cap_mask2,
+            LinkSpeedExtActive=speed.ext if speed else 0,
+            LinkSpeedExtSupported=self.speed_ext_supported,
+            LinkSpeedExtEnabled=self.speed_ext_enabled)
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
