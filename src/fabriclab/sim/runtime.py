@@ -339,8 +339,7 @@ def control_socket_up(name: str, listen: tuple[str, int] | list | None) -> bool:
     if listen:
         return False  # UDP: a bound port is not visible without sending to it
     try:
-        with open("/proc/net/unix", "rb") as f:
-            return procfs.shown_name(simwire.sockname(name, "ctl")) in procfs.unix_names(f.read())
+        return procfs.abstract_bound(simwire.sockname(name, "ctl"))
     except OSError:
         return False
 

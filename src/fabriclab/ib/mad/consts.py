@@ -58,3 +58,8 @@ STATUS_INVALID_FIELD = 7 << 2
 # Traps the fabric raises (14.2.5.1)
 TRAP_LINK_STATE_CHANGE = 128
 TRAP_CAPABILITY_MASK_CHANGE = 144
+# Notice.Type of each (14.2.5.1): a link state change is urgent, a capability change
+# informational.
+NOTICE_URGENT, NOTICE_INFORMATIONAL = 1, 4
+TRAP_TYPES = {TRAP_LINK_STATE_CHANGE: NOTICE_URGENT,
+              TRAP_CAPABILITY_MASK_CHANGE: NOTICE_INFORMATIONAL}
