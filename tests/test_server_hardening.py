@@ -30,7 +30,6 @@ from fabric_server import fabric_up
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim import runtime
 from fabriclab.ib import simwire
 from fabriclab.sim.server import FabricServer
 from fabriclab.spec.load import load_spec
@@ -118,7 +117,7 @@ def served(serve: bool = True, **kw):
     """The lab fabric served in this process (on a thread when ``serve``)."""
     name = f"flhard{os.getpid()}x{next(_n)}"
     start, _ = find_port(LAB, None)
-    srv = FabricServer(LAB.fabric, name, resolve=lambda t: runtime.resolve(LAB, t),
+    srv = FabricServer(LAB.fabric, name, resolve=lambda t: LAB.locate(t, switches=True),
                        default_port=start, **kw)
     srv.bind()
     thread = None
@@ -205,7 +204,7 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
     ``lids: [-5, …]`` once produced) is answered SIM_CTL_ERROR: the real tool fails at
     once ("ctl error") instead of waiting forever, and the server goes on."""
     with served() as srv:
-        model, _ = runtime.resolve(LAB, "sched-worker1")
+        model, _ = LAB.locate("sched-worker1", switches=True)
         srv.sim.port_of(model).lid = -5
         r = _tool(srv.name, "sched-worker1", ["ibstat"], tmp_path, timeout=30)
         assert r.returncode != 0 and "ctl error" in r.stderr, r.stderr
@@ -784,7 +783,7 @@ def test_control_handling_fuzz():
             cid = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])[0]
             mine.sendto(_ctl(cid, simwire.CTL_GET_GUID), ctl)
             srv.transport.read_control()
-            guid = runtime.resolve(LAB, "sched-worker1")[0].node.guid
+            guid = LAB.locate("sched-worker1", switches=True)[0].node.guid
             assert simwire.Ctl.decode(mine.recv(4096)).data[:8] == guid.to_bytes(8, "little")
         finally:
             for s in (mine, data, other, anon):
