@@ -104,6 +104,8 @@ class RequestView:
 
 @dataclass
 class Ctl:
+    """A control record (``struct sim_ctl``)."""
+
     clientid: int
     type: int
     length: int
@@ -125,6 +127,7 @@ class Ctl:
         return Ctl(self.clientid, CTL_ERROR, self.length, self.data)
 
     def encode(self) -> bytes:
+        """The record's 80 bytes."""
         return CTL.pack(MAGIC, self.clientid, self.type, self.length,
                         self.data[:CTL_DATA].ljust(CTL_DATA, b"\0"))
 
@@ -142,4 +145,5 @@ def sockname(name: str, kind: str) -> bytes:
 
 
 def cstring(raw: bytes) -> str:
+    """A NUL-terminated C string field as text."""
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -97,8 +97,8 @@ class Dispatch:
                            cl.id, d, hop_ptr, hops)
                 return
             if dr_slid != PERMISSIVE_LID or dr_dlid != PERMISSIVE_LID:
-                self._warn("unsupported MADs", "client %d: directed route with a LID-routed part is "
-                           "not supported", cl.id)
+                self._warn("unsupported MADs", "client %d: directed route with a LID-routed "
+                           "part is not supported", cl.id)
                 return self.timeout(cl)
             if resp:
                 dest = dr_in(src, self.mem[self.return_path], hops)

@@ -273,6 +273,6 @@ def status() -> list[tuple[str, str, str, str, str]]:
         reach = f"UDP {inst.listen[0]}:{inst.listen[1]}" if inst.listen else \
             f"IBSIM_SOCKNAME={inst.name}"
         smstate = "-" if not inst.sm_pid else ("subnet up" if subnet_up(inst) else "sweeping")
-        rows.append((inst.name, str(inst.pid), inst.spec + (f" x{inst.trays}" if inst.trays else ""),
-                     reach, smstate))
+        spec = inst.spec + (f" x{inst.trays}" if inst.trays else "")
+        rows.append((inst.name, str(inst.pid), spec, reach, smstate))
     return rows

@@ -36,6 +36,8 @@ def _pad(raw: bytes) -> bytes:
 
 
 class Pma:
+    """Dispatch of PMA requests (Get and Set) to attribute handlers."""
+
     def __init__(self) -> None:
         # attribute id -> handler(port, method, modifier, data), for Get and Set only
         self.handlers = {
@@ -49,6 +51,7 @@ class Pma:
     # ---------------------------------------------------------------------------------
 
     def class_port_info(self, port: SimPort, method: int, mod: int, data: bytes):
+        """ClassPortInfo (read-only): the PMA's capabilities."""
         caps = port.node.caps
         cpi = _pad(CLASS_PORT_INFO.pack({
             "BaseVersion": 1, "ClassVersion": 1, "CapabilityMask": caps.pma_cap_mask,
@@ -68,9 +71,11 @@ class Pma:
         return None
 
     def port_counters(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortCounters: the narrow view; a Set resets the selected counters."""
         return self._counters(port, method, data, extended=False)
 
     def port_counters_ext(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortCountersExtended: the 64-bit view, with its own resets."""
         return self._counters(port, method, data, extended=True)
 
     def _counters(self, port: SimPort, method: int, data: bytes, extended: bool):
@@ -112,8 +117,10 @@ class Pma:
         return STATUS_OK, _pad(layout.pack(values))
 
     def rcv_error_details(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortRcvErrorDetails."""
         return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, RCV_ERROR_DETAILS)
 
     def xmit_discard_details(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortXmitDiscardDetails."""
         return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, XMIT_DISCARD_DETAILS)
 

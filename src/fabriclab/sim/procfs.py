@@ -28,6 +28,7 @@ class ProcFile:
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
     def read(self) -> bytes:
+        """The file's contents now."""
         os.lseek(self.fd, 0, os.SEEK_SET)
         chunks = []
         while True:
@@ -37,6 +38,7 @@ class ProcFile:
             chunks.append(chunk)
 
     def close(self) -> None:
+        """Close the descriptor (once)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -77,6 +79,8 @@ def shown_name(abstract: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class UdpSocket:
+    """A UDP socket as /proc/net/udp shows it: address, port, owner and inode."""
+
     address: ipaddress.IPv4Address | ipaddress.IPv6Address
     port: int
     uid: int

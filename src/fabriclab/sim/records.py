@@ -60,7 +60,8 @@ def _check_state_dir(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as e:
-        raise UnsafeState([Problem(str(path), f"cannot use the state directory: {e.strerror}")]) from None
+        raise UnsafeState([Problem(str(path), f"cannot use the state directory: "
+                                   f"{e.strerror}")]) from None
     why = None
     if stat.S_ISLNK(st.st_mode):
         why = "is a symbolic link"
@@ -82,7 +83,8 @@ def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise UnsafeState([Problem(str(path), "is a symbolic link: refusing to use it")]) from None
+            raise UnsafeState([Problem(str(path), "is a symbolic link: refusing to use "
+                                       "it")]) from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
@@ -112,9 +114,11 @@ class Instance:
 
     @property
     def path(self) -> Path:
+        """Where this record is kept."""
         return record_path(self.name)
 
     def alive(self) -> bool:
+        """Whether the recorded server is still running."""
         return self.process_state() == "alive"
 
     def process_state(self) -> str:
@@ -122,19 +126,18 @@ class Instance:
         process has the pid) or 'unknown' (no start time recorded)."""
         return _process_state(self.pid, self.start, self.cmdline)
 
-    def sm_alive(self) -> bool:
-        return bool(self.sm_pid) and \
-            _process_state(self.sm_pid, self.sm_start, self.sm_cmdline) == "alive"
-
     def note_server(self, pid: int) -> None:
+        """Record the server's process (pid, start time, command)."""
         self.pid = pid
         self.start, self.cmdline = _identity(pid)
 
     def note_sm(self, pid: int) -> None:
+        """Record OpenSM's process (pid, start time, command)."""
         self.sm_pid = pid
         self.sm_start, self.sm_cmdline = _identity(pid)
 
     def save(self) -> None:
+        """Write the record (atomically, as the user's own file)."""
         state_dir(create=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.unlink(missing_ok=True)
@@ -145,6 +148,8 @@ class Instance:
 
     @classmethod
     def load(cls, name: str) -> "Instance":
+        """The record of fabric ``name`` if its server still runs; NotRunning if not
+        (a stale record is removed)."""
         p = record_path(name)
         try:
             with os.fdopen(open_state_file(p, os.O_RDONLY)) as f:
@@ -158,7 +163,8 @@ class Instance:
         except (ValueError, TypeError) as e:
             raise NotRunning([Problem(str(p), f"unreadable state record: {e}")]) from None
         except OSError as e:
-            raise NotRunning([Problem(str(p), f"cannot read the state record: {e.strerror}")]) from None
+            raise NotRunning([Problem(str(p), f"cannot read the state record: "
+                                      f"{e.strerror}")]) from None
         state = inst.process_state()
         if state == "unknown":
             raise NotRunning([Problem(str(p), f"the record does not say which process pid "

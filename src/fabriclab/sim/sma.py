@@ -58,10 +58,12 @@ def _read_only(method: int, value: bytes) -> Reply:
 
 
 def node_desc(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """NodeDescription (14.2.5.2, read-only)."""
     return _read_only(method, port.node.node_desc)
 
 
 def node_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """NodeInfo (14.2.5.3, read-only), as read through ``port``."""
     return _read_only(method, port.node.node_info(port.num))
 
 
@@ -77,6 +79,7 @@ def _target_port(port: SimPort, num: int) -> SimPort | None:
 
 
 def port_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """PortInfo (14.2.5.6) of the port the modifier names; LocalPort is ``port``'s."""
     target = _target_port(port, mod & 0xFF)
     if target is None:
         return STATUS_INVALID_FIELD, _ZERO64
@@ -161,6 +164,7 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
 
 
 def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """SwitchInfo (14.2.5.4): LinearFDBTop below LinearFDBCap, StateChange write-1-to-clear."""
     sw = port.node.sw
     if sw is None:
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64
@@ -180,6 +184,7 @@ def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> 
 
 
 def linear_fdb(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """LinearForwardingTable (14.2.5.10): block ``mod`` of 64 LIDs' output ports."""
     sw = port.node.sw
     if sw is None:
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64

@@ -66,16 +66,19 @@ class SimSwitch:
         return self.lft[lid]
 
     def write_lft_block(self, block: int, data: bytes) -> None:
+        """Set the LFT entries of LIDs 64 * block ... 64 * block + 63."""
         end = (block + 1) * 64
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
         self.lft[block * 64:end] = data[:64]
 
     def lft_block(self, block: int) -> bytes:
+        """The LFT entries of a block (0xFF where never set)."""
         chunk = bytes(self.lft[block * 64:(block + 1) * 64])
         return chunk + b"\xff" * (64 - len(chunk))
 
     def switch_info(self) -> bytes:
+        """The encoded SwitchInfo."""
         c = self.caps
         return SWITCH_INFO.pack({
             "LinearFdbCap": c.linear_fdb_cap, "McastFdbCap": c.mcast_fdb_cap,
@@ -92,7 +95,8 @@ class SimPort:
     """One port's run-time state; ``pi`` caches its encoded PortInfo."""
 
     __slots__ = (
-        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state", "phys",
+        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state",
+        "phys",
         "link_down_def", "width_enabled", "width_supported", "speed_enabled", "speed_ext_enabled",
         "speed_ext_supported", "speed_ext2_enabled", "speed_ext2_supported", "neighbor_mtu",
         "op_vls", "vl_high_limit", "hoq_life", "vl_stall", "gid_prefix", "mkey", "mkey_lease",
@@ -164,6 +168,7 @@ class SimPort:
 
     @property
     def up(self) -> bool:
+        """Whether the port's link is physically up."""
         return self.phys == PhysState.LINKUP and self.peer is not None
 
     def port_info(self) -> bytes:
@@ -173,6 +178,7 @@ class SimPort:
         return self.pi
 
     def changed(self) -> None:
+        """The port's state changed: its PortInfo is encoded anew when next read."""
         self.pi = None
 
     def _encode_port_info(self) -> bytes:
@@ -213,9 +219,11 @@ class SimPort:
         return c
 
     def has_lid(self, lid: int) -> bool:
+        """Whether ``lid`` is one of this end port's (its base LID and LMC)."""
         return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
 
     def ref(self) -> str:
+        """The port for the log: its node's description and its number."""
         return f"{self.node.fabric_node.desc!r}[{self.num}]"
 
     def __repr__(self) -> str:
@@ -265,6 +273,7 @@ class SimNode:
         return ni
 
     def port(self, num: int) -> "SimPort | None":
+        """Port ``num``, or None when the node has no such port."""
         if 0 <= num < len(self.ports):
             return self.ports[num]
         return None
@@ -284,7 +293,9 @@ class SimFabric:
                     sp.peer = self.by_model[id(far.node)].ports[far.num]
 
     def node_of(self, model: Node) -> SimNode:
+        """The run-time node of a model node."""
         return self.by_model[id(model)]
 
     def port_of(self, model: Port) -> SimPort:
+        """The run-time port of a model port."""
         return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]

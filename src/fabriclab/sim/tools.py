@@ -102,15 +102,18 @@ def check_serving(inst: Instance) -> None:
             for path, v6 in (("/proc/net/udp", False), ("/proc/net/udp6", True)):
                 if os.path.exists(path):
                     with open(path, "rb") as f:
-                        held |= {s.inode for s in procfs.udp_sockets(f.read(), v6) if s.port == port}
+                        held |= {s.inode for s in procfs.udp_sockets(f.read(), v6)
+                                 if s.port == port}
             where = f"UDP port {port}"
         else:
             with open(procfs.UNIX_TABLE, "rb") as f:
-                inode = procfs.unix_inode(f.read(), procfs.shown_name(simwire.sockname(inst.name, "ctl")))
+                shown = procfs.shown_name(simwire.sockname(inst.name, "ctl"))
+                inode = procfs.unix_inode(f.read(), shown)
             held = {inode} if inode is not None else set()
             where = f"{inst.name}:ctl"
     except OSError as e:
-        raise InputError([Problem(inst.name, f"cannot read the socket tables: {e.strerror}")]) from None
+        raise InputError([Problem(inst.name, f"cannot read the socket tables: "
+                                  f"{e.strerror}")]) from None
     if not held & mine:
         raise NotRunning([Problem(inst.name, f"{where} is not held by the fabric's server "
                                   f"(pid {inst.pid}): refusing to attach tools to it")])

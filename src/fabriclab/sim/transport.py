@@ -81,7 +81,6 @@ class Stats:
     refused: int = 0  # control requests refused (who sent them, or a limit)
     outsiders: int = 0  # remote mode: datagrams from outside the allowed networks
     failed: int = 0  # control requests whose handling failed (answered with an error)
-    started: float = field(default_factory=time.monotonic)
 
 
 def show_address(addr) -> str:
@@ -423,7 +422,8 @@ class Transport:
             cl.sock.send(data)
             return True
         except BlockingIOError:
-            self._warn("MADs to clients not reading", "client %d is not reading; MAD dropped", cl.id)
+            self._warn("MADs to clients not reading", "client %d is not reading; MAD dropped",
+                       cl.id)
         except OSError as e:
             if e.errno in (errno.ECONNREFUSED, errno.ENOTCONN, errno.ENOENT):
                 self.detach(cl, "gone")

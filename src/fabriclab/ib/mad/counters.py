@@ -11,7 +11,12 @@ among them only where the PMA sets IsAdditionalPortCountersExtendedSupported
 from __future__ import annotations
 
 from .codec import Layout
-from .layouts import PORT_COUNTERS, PORT_COUNTERS_EXT, PORT_RCV_ERROR_DETAILS, PORT_XMIT_DISCARD_DETAILS
+from .layouts import (
+    PORT_COUNTERS,
+    PORT_COUNTERS_EXT,
+    PORT_RCV_ERROR_DETAILS,
+    PORT_XMIT_DISCARD_DETAILS,
+)
 
 # The fields of the counter attributes that are not counters.
 SELECT_FIELDS = frozenset(("PortSelect", "CounterSelect", "CounterSelect2"))
@@ -55,7 +60,6 @@ def counter_widths(layout: Layout) -> dict[str, int]:
 
 
 PORT_COUNTERS_WIDTHS = counter_widths(PORT_COUNTERS)
-PORT_COUNTERS_EXT_WIDTHS = counter_widths(PORT_COUNTERS_EXT)
 # Without IsAdditionalPortCountersExtendedSupported, PortCountersExtended carries only the
 # counters before SymbolErrorCounter (the data and packet counters, bits 64-575).
 _ADDITIONAL_FROM = next(o for n, o, _ in PORT_COUNTERS_EXT.fields if n == "SymbolErrorCounter")
