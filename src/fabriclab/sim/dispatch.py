@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from ..ib.ids import PERMISSIVE_LID
-from ..ib.mad.consts import Method, MgmtClass, STATUS_METHOD_ATTR_UNSUPPORTED
+from ..ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method, MgmtClass
 from ..ib.mad.view import requester
 from ..ib.simwire import REQUEST_SIZE, SIM_STATUS_TIMEOUT, RequestView
 from .pma import Pma

@@ -8,16 +8,15 @@ CounterSelect bits name and answers with the values after the reset.
 
 from __future__ import annotations
 
-from .counters import summed
 from ..ib.caps import PM2_ADDL_PORT_COUNTERS_EXT, PM_ALL_PORT_SELECT
-from ..ib.mad.counters import PORT_COUNTERS_EXT_BASIC, RCV_ERROR_DETAILS, XMIT_DISCARD_DETAILS
 from ..ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
+from ..ib.mad.counters import PORT_COUNTERS_EXT_BASIC, RCV_ERROR_DETAILS, XMIT_DISCARD_DETAILS
 from ..ib.mad.layouts import (
     CLASS_PORT_INFO,
     GMP_DATA_SIZE,
@@ -26,6 +25,7 @@ from ..ib.mad.layouts import (
     PORT_RCV_ERROR_DETAILS,
     PORT_XMIT_DISCARD_DETAILS,
 )
+from .counters import summed
 from .state import SimPort
 
 ALL_PORTS = 0xFF

@@ -27,8 +27,8 @@ from .ratelog import RateLimitedLog
 from .router import Router
 from .sma import Sma
 from .state import SimFabric
-from .traps import Traps
 from .transport import Client, Stats, Transport
+from .traps import Traps
 
 log = logging.getLogger("fabriclab.sim")
 

@@ -13,14 +13,14 @@ from functools import partial
 from typing import Callable
 
 from ..ib.devices import mlnx_ext_port_info_supported
+from ..ib.enums import PhysState, PortState
 from ..ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
-from ..ib.enums import PhysState, PortState
 from ..ib.mad.layouts import GUID_INFO, GUIDS_PER_BLOCK, MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
 from .state import DEFAULT_SL2VL, SimPort
 

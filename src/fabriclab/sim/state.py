@@ -12,12 +12,11 @@ subnet comes up with the same LIDs every time.
 from __future__ import annotations
 
 from ..ib import devices
-from ..model.fabric import Fabric, Node, Port
-from ..ib.enums import NodeType
-from ..ib.rates import SPEEDS
-from .counters import Counters
-from ..ib.enums import PhysState, PortState
+from ..ib.enums import NodeType, PhysState, PortState
 from ..ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+from ..ib.rates import SPEEDS
+from ..model.fabric import Fabric, Node, Port
+from .counters import Counters
 
 _NDR = SPEEDS["NDR"]
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from functools import partial
 
-from .consts import Attr, Method, MgmtClass, TRAP_TYPES
+from .consts import TRAP_TYPES, Attr, Method, MgmtClass
 from .layouts import (
     DR_INITIAL_PATH,
     DR_RETURN_PATH,
