@@ -33,7 +33,7 @@ import yaml
 from fabriclab.formats import ibsim_net
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim import runtime
+from fabriclab.sim import tools
 from fabriclab.spec.load import load_spec
 
 BENCH_SPEC = {
@@ -46,7 +46,7 @@ BENCH_SPEC = {
 
 def _tool_env(name: str, host: str, work: Path) -> dict:
     env = dict(os.environ)
-    env.update(LD_PRELOAD=runtime.umad2sim_path(), SIM_HOST=host, IBSIM_SOCKNAME=name,
+    env.update(LD_PRELOAD=tools.umad2sim_path(), SIM_HOST=host, IBSIM_SOCKNAME=name,
                OSM_CACHE_DIR=str(work), OSM_TMP_DIR=str(work))
     env.pop("IBSIM_SERVER_NAME", None)
     return env
@@ -75,7 +75,7 @@ def _opensm(name: str, host: str, work: Path, timeout: float = 600) -> float:
 
 def _wait_socket(name: str, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while not runtime.control_socket_up(name, None):
+    while not tools.control_socket_up(name, None):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"server {name} did not start")
         time.sleep(0.02)

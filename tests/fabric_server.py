@@ -18,7 +18,7 @@ from unittest import mock
 
 from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster
-from fabriclab.sim import runtime
+from fabriclab.sim import records, tools
 from fabriclab.spec.load import load_spec
 
 _counter = itertools.count()
@@ -32,13 +32,13 @@ class Fabric:
     workdir: Path
     env: dict[str, str]  # FABRICLAB_STATE_DIR etc., for fabriclab commands
 
-    def instance(self) -> runtime.Instance:
+    def instance(self) -> records.Instance:
         with mock.patch.dict(os.environ, FABRICLAB_STATE_DIR=self.env["FABRICLAB_STATE_DIR"]):
-            return runtime.Instance.load(self.name)
+            return records.Instance.load(self.name)
 
     def tool_env(self, node: str) -> dict[str, str]:
         inst = self.instance()
-        env = runtime.tool_env(inst, runtime.sim_host(self.cluster, node), base=self.env)
+        env = tools.tool_env(inst, tools.sim_host(self.cluster, node), base=self.env)
         return env
 
     def run(self, node: str, *argv: str, timeout: float = 120, check: bool = True,

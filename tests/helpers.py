@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fabriclab.model.cluster import Cluster, find_port
-from fabriclab.sim import runtime
 from fabriclab.sim.server import FabricServer
 from realtools import UMAD2SIM
 
@@ -36,7 +35,7 @@ def served(cluster: Cluster, serve: bool = True, **kw):
     name of its own; the FabricServer, stopped after."""
     name = f"flserved{os.getpid()}x{next(_served)}"
     start, _ = find_port(cluster, None)
-    srv = FabricServer(cluster.fabric, name, resolve=lambda t: runtime.resolve(cluster, t),
+    srv = FabricServer(cluster.fabric, name, resolve=lambda t: cluster.locate(t, switches=True),
                        default_port=start, **kw)
     srv.bind()
     thread = None

@@ -14,6 +14,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from fabriclab.ib import simwire
+from fabriclab.sim import procfs
+
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 TOOLS = ("ibsim", "opensm", "ibnetdiscover")
 _counter = itertools.count()
@@ -24,12 +27,6 @@ def missing_tools() -> list[str]:
     if not Path(UMAD2SIM).exists():
         out.append(UMAD2SIM)
     return out
-
-
-def _abstract_socket_exists(name: str) -> bool:
-    with open("/proc/net/unix") as f:
-        # the kernel shows an abstract name as "@name"; ibsim's includes the NUL ("@name@")
-        return any(line.rstrip().rstrip("@").endswith("@" + name) for line in f)
 
 
 class IbsimSession:
@@ -69,7 +66,7 @@ def ibsim(netfile: Path, workdir: Path, extra_args: list[str] | None = None):
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
-        while not _abstract_socket_exists(f"{sockname}:ctl"):
+        while not procfs.abstract_bound(simwire.sockname(sockname, "ctl")):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"ibsim did not start: {(workdir / 'ibsim.log').read_text()[-2000:]}")
             time.sleep(0.02)

@@ -1,6 +1,6 @@
 """A small ibsim-protocol client, for tests that need to send MADs (or garbage) by hand.
 
-It speaks what libumad2sim.so speaks (see fabriclab.sim.wire): bind ``<name>:ctl<pid>``
+It speaks what libumad2sim.so speaks (see fabriclab.ib.simwire): bind ``<name>:ctl<pid>``
 and ``<name>:in<pid>``, CONNECT, then exchange 288-byte sim_requests.  A test process
 can open one client (the pid is the key); ``key`` makes up another.
 """

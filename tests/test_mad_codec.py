@@ -48,7 +48,8 @@ def test_pack_unpack_round_trip(layout, data):
     assert layout.unpack(raw) == values
     names = [f[0] for f in layout.fields]
     assert layout.getter(*names)(raw) == tuple(values[n] for n in names)
-    assert layout.packer(*names)(*(values[n] for n in names)) == raw
+    assert layout.packer(*names)(**values) == raw
+    assert layout.getter(*names, offset=3)(b"xyz" + raw) == tuple(values[n] for n in names)
     for name in names[:5]:
         assert layout.unpack(layout.splice(raw, name, 0))[name] == 0
 

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import resource
-import signal
 import socket
 import struct
 import subprocess
@@ -28,7 +27,6 @@ from fabric_server import fabric_up
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim import runtime
 from fabriclab.ib import simwire
 from fabriclab.sim.server import FabricServer
 from fabriclab.spec.load import load_spec
@@ -103,7 +101,7 @@ def _pump(srv: FabricServer, make):
     t.start()
     deadline = time.monotonic() + 10
     while t.is_alive() and time.monotonic() < deadline:
-        srv._on_ctl()
+        srv.transport.read_control()
         time.sleep(0.005)
     t.join(5)
     if isinstance(out[0], Exception):
@@ -164,7 +162,7 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
     ``lids: [-5, …]`` once produced) is answered SIM_CTL_ERROR: the real tool fails at
     once ("ctl error") instead of waiting forever, and the server goes on."""
     with served(LAB) as srv:
-        model, _ = runtime.resolve(LAB, "sched-worker1")
+        model, _ = LAB.locate("sched-worker1", switches=True)
         srv.sim.port_of(model).lid = -5
         r = run_tool(srv.name, "sched-worker1", ["ibstat"], tmp_path, timeout=30)
         assert r.returncode != 0 and "ctl error" in r.stderr, r.stderr
@@ -200,10 +198,10 @@ def test_sweep_and_refusals_work_without_free_descriptors(tmp_path):
             fillers.append(os.open("/dev/null", os.O_RDONLY))
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (fillers[-1] + 1, hard))
-            srv._sweep()
+            srv.transport.sweep()
             after_sweep = dict(srv.clients)
             late.sendto(_connect_record(os.getpid()), simwire.sockname(srv.name, "ctl"))
-            srv._on_ctl()
+            srv.transport.read_control()
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
             for fd in fillers:
@@ -353,14 +351,14 @@ def test_silent_remote_clients_make_way_when_places_run_out():
     srv = FabricServer(LAB.fabric, "x", listen=("127.0.0.1", port), default_port=start,
                        policy=Policy(max_clients=2, max_per_sender=2, idle_after=0.5))
     srv.bind()
-    srv.addresses._local["127.0.0.1"] = False  # pretend loopback is another host
+    srv.control.addresses._local["127.0.0.1"] = False  # pretend loopback is another host
     clients = []
     try:
         def attach():
             clients.append(_pump(srv, lambda: UdpSimClient(("127.0.0.1", port))))
             return clients[-1]
 
-        a, b = attach(), attach()
+        _, b = attach(), attach()
         assert len(srv.clients) == 2
         with pytest.raises(ConnectionError):  # both are fresh: no place for a third
             attach()
@@ -369,8 +367,8 @@ def test_silent_remote_clients_make_way_when_places_run_out():
         b.send_raw(simwire.REQUEST.pack(0xFFFF, 0, 0, 0, 0, 256, dr_smp(0x11, [1])))
         time.sleep(0.05)
         for cl in list(srv.clients.values()):
-            srv._on_data(cl)
-        srv._next_reclaim = 0
+            srv.transport.receive(cl)
+        srv.control._next_reclaim = 0
         c = attach()  # a has been silent too long: it makes way
         assert {cl.key for cl in srv.clients.values()} == {b.key, c.key}
         assert simwire.REQUEST.unpack(b.recv_raw())[4] == 0  # b's NodeInfo was answered
@@ -430,7 +428,7 @@ def test_forged_connects_and_disconnects_cannot_detach_opensm_or_a_tool(real_too
 
 def test_forged_udp_connect_cannot_take_a_live_clients_port(real_tools, tmp_path):
     port = _free_udp_range(47000, 60000, 8)
-    with fabric_up("lab", tmp_path, listen=f"127.0.0.1:{port}") as f:
+    with fabric_up("lab", tmp_path, listen=f"127.0.0.1:{port}"):
         with UdpSimClient(("127.0.0.1", port), "sched-worker1") as victim:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.bind(("127.0.0.1", 0))
@@ -714,7 +712,7 @@ def test_control_handling_fuzz():
             def run(batch):
                 for s, raw in batch:
                     s.sendto(raw, ctl)
-                    srv._on_ctl()  # raises nothing
+                    srv.transport.read_control()  # raises nothing
                     if s is anon:
                         continue
                     answers = []
@@ -727,9 +725,9 @@ def test_control_handling_fuzz():
                     assert len(answers) == (1 if well_formed else 0)
                     if answers:
                         assert len(answers[0]) == simwire.CTL.size
-                assert len(srv.clients) <= srv.capacity
+                assert len(srv.clients) <= srv.transport.capacity
                 for cl in srv.clients.values():
-                    assert srv._fds.get(cl.sock.fileno()) is cl
+                    assert srv.transport._fds.get(cl.sock.fileno()) is cl
                     assert cl.key == pid and cl.addr == simwire.sockname(srv.name, f"ctl{pid}")
                 sms = [cl.port for cl in srv.clients.values() if cl.issm]
                 assert len(sms) == len(set(map(id, sms)))
@@ -737,13 +735,13 @@ def test_control_handling_fuzz():
             run()
             # and then a client that does everything right is served
             mine.sendto(_connect_record(pid, "sched-worker1"), ctl)
-            srv._on_ctl()
+            srv.transport.read_control()
             reply = simwire.Ctl.decode(mine.recv(4096))
             assert reply.type == simwire.CTL_CONNECT
             cid = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])[0]
             mine.sendto(_ctl(cid, simwire.CTL_GET_GUID), ctl)
-            srv._on_ctl()
-            guid = runtime.resolve(LAB, "sched-worker1")[0].node.guid
+            srv.transport.read_control()
+            guid = LAB.locate("sched-worker1", switches=True)[0].node.guid
             assert simwire.Ctl.decode(mine.recv(4096)).data[:8] == guid.to_bytes(8, "little")
         finally:
             for s in (mine, data, other, anon):

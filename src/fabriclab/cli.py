@@ -7,9 +7,7 @@ with exit status 2; tracebacks are only shown with FABRICLAB_DEBUG=1.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -23,7 +21,7 @@ from .errors import FabriclabError, InputError, Problem, SpecError, shown
 from .formats import ibnetdiscover, ibsim_net, nvidia_smi
 from .limits import MAX_TRAYS
 from .model.build import build
-from .model.cluster import Cluster, find_port
+from .model.cluster import Cluster
 from .sim.admission import DEFAULT_MAX_CLIENTS
 from .model.to_spec import spec_from_fabric
 from .spec.load import load_spec, locate, preset_names
@@ -52,6 +50,11 @@ def _warn(problems: list[Problem], dropped: int = 0) -> None:
     """Warnings on stderr: the first few, then how many more (see errors.shown)."""
     for line in shown(problems, "warning", dropped):
         err.print(line, markup=False)
+
+
+def _say(line: str) -> None:
+    """A line for the user on stderr (progress, warnings)."""
+    err.print(line, markup=False)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -193,7 +196,7 @@ def render(
         text = nvidia_smi.render_q_fabric(tray) if args == ["-q"] else nvidia_smi.render_query(tray, args)
         _write(text, output)
         return
-    port, problem = find_port(c, from_)
+    port, problem = c.locate(from_)
     if port is None:
         raise InputError([Problem("--from", problem or "no such node")])
     if format == RenderFormat.ibnetdiscover:
@@ -319,127 +322,33 @@ def up(
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
-    import logging
-    import time as _time
+    from .sim import launcher
 
-    from .sim import admission, runtime
-    from .sim.server import FabricServer
-
-    runtime.check_name(name)
-    addr = runtime.parse_listen(listen)
-    networks = admission.exposure(addr, admission.parse_networks(allow))
-    policy = admission.Policy(uids=admission.parse_users(allow_user), networks=networks,
-                              max_clients=max_clients)
-    c = _cluster(spec, trays)
-    try:
-        running = runtime.Instance.load(name)
-        raise InputError([Problem(name, f"fabric {name!r} is already up (pid {running.pid}, "
-                                  f"{running.spec}); 'fabriclab down --name {name}' first")])
-    except runtime.NotRunning:
-        pass
-    if sm or sm_at:
-        where = sm_at or (c.trays[0].host if c.trays else None)
-        if where is None or runtime.resolve(c, where)[0] is None:
-            raise InputError([Problem("--sm-at", runtime.resolve(c, where or "")[1] or
-                                      "the fabric has no tray to run OpenSM on")])
-    log_file = runtime.state_dir(create=True) / f"{name}.log"
-    if any(not n.subnet_of(admission.LOOPBACK) for n in networks):
-        err.print(f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
-                  f"any host in {','.join(map(str, networks))} can attach and drive the fabric",
-                  markup=False)
-    if detach:
-        argv = runtime.python_argv() + ["up", spec, "--name", name] + (["-" + "v" * verbose] if verbose else [])
-        argv += (["--listen", listen] if listen else []) + (["--trays", str(trays)] if trays else [])
-        argv += (["--sm"] if sm else []) + (["--sm-at", sm_at] if sm_at else [])
-        argv += (["--allow", allow] if allow else []) + ["--max-clients", str(max_clients)]
-        argv += [a for u in allow_user or [] for a in ("--allow-user", u)]
-        inst = runtime.spawn_detached(argv, name, log_file)
-        err.print(f"fabric {name!r} up: {c.name}, pid {inst.pid}, log {log_file}")
-        if sm or sm_at:
-            deadline = _time.monotonic() + 600
-            while not runtime.subnet_up(inst):
-                if _time.monotonic() > deadline or not inst.alive():
-                    raise InputError([Problem("--sm", f"OpenSM did not bring the subnet up "
-                                              f"(see {runtime.state_dir() / (name + '.opensm')})")])
-                _time.sleep(0.1)
-            err.print("subnet up (OpenSM)")
-        return
-    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    start, _ = find_port(c, None)
-    srv = FabricServer(c.fabric, name, listen=addr, policy=policy,
-                       resolve=lambda text: runtime.resolve(c, text), default_port=start)
-    try:
-        srv.bind()
-    except OSError as e:
-        where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
-        raise InputError([Problem(where, f"cannot serve: {e.strerror} (another fabriclab or "
-                                  "ibsim is using it?)")]) from None
-    inst = runtime.Instance(name, os.getpid(), spec, trays, list(addr) if addr else None,
-                            str(log_file), _time.time())
-    inst.note_server(os.getpid())
-    sm_proc = None
-    if sm or sm_at:
-        sm_proc = runtime.start_sm(inst, c, sm_at or c.trays[0].host, runtime.state_dir())
-        inst.note_sm(sm_proc.pid)
-        said = []
-
-        def watch_sm() -> None:
-            if not said and runtime.subnet_up(inst):
-                said.append(True)
-                err.print("subnet up (OpenSM)")
-        srv.on_tick.append(watch_sm)
-    inst.save()
-    srv.install_signal_handlers()
-    f = c.fabric
-    where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
-    err.print(f"fabric {name!r} up ({where}): {c.name}, {len(f.switches())} switches, "
-              f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it")
-    try:
-        srv.serve_forever()
-    finally:
-        if sm_proc is not None and sm_proc.poll() is None:
-            sm_proc.terminate()
-            try:
-                sm_proc.wait(5)
-            except Exception:
-                sm_proc.kill()
-        srv.close()
-        inst.path.unlink(missing_ok=True)
-        st = srv.stats
-        err.print(f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
-                  f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed; "
-                  f"{st.refused} control requests refused, {st.failed} failed, "
-                  f"{st.outsiders} datagrams from outside the allowed networks")
+    launcher.up(launcher.UpRequest(spec=spec, name=name, trays=trays, listen=listen, allow=allow,
+                                   allow_user=allow_user or [], max_clients=max_clients, sm=sm,
+                                   sm_at=sm_at, verbose=verbose, detach=detach),
+                load=_cluster, say=_say)
 
 
 @app.command()
 def down(name: str = NameOpt) -> None:
     """Stop a fabric started with 'fabriclab up --detach' (and its OpenSM)."""
-    from .sim import runtime
+    from .sim import launcher
 
-    inst = runtime.stop(name)
-    err.print(f"fabric {name!r} down (pid {inst.pid})")
+    inst = launcher.stop(name)
+    _say(f"fabric {name!r} down (pid {inst.pid})")
 
 
 @app.command()
 def status() -> None:
     """List the fabrics that are up."""
-    from .sim import runtime
+    from .sim import launcher, records
 
-    d = runtime.state_dir()
-    table = Table(title=f"fabrics up ({d})")
+    table = Table(title=f"fabrics up ({records.state_dir()})")
     for col in ("name", "pid", "spec", "reach", "OpenSM"):
         table.add_column(col)
-    for rec in sorted(d.glob("*.json")) if d.is_dir() else []:
-        try:
-            inst = runtime.Instance.load(rec.stem)
-        except FabriclabError:
-            continue
-        reach = f"UDP {inst.listen[0]}:{inst.listen[1]}" if inst.listen else f"IBSIM_SOCKNAME={inst.name}"
-        smstate = "-" if not inst.sm_pid else ("subnet up" if runtime.subnet_up(inst) else "sweeping")
-        table.add_row(inst.name, str(inst.pid), inst.spec + (f" x{inst.trays}" if inst.trays else ""),
-                      reach, smstate)
+    for row in launcher.status():
+        table.add_row(*row)
     out.print(table)
 
 
@@ -450,25 +359,13 @@ def exec_(
     name: str = NameOpt,
 ) -> None:
     """Run a real tool as if on NODE, e.g. 'fabriclab exec sched-worker1 -- ibnetdiscover'."""
-    from .sim import runtime
+    from .sim import tools
 
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
-    inst = runtime.Instance.load(name)
-    runtime.check_serving(inst)
-    c = _cluster(inst.spec, inst.trays)
-    env = runtime.tool_env(inst, runtime.sim_host(c, node))
-    exe = shutil.which(command[0], path=env.get("PATH", "") + ":/usr/sbin:/sbin")
-    if exe is None:
-        raise InputError([Problem(command[0], "command not found")])
-    if not os.access(os.getcwd(), os.W_OK):  # umad2sim writes ./sys-<pid>
-        tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
-        err.print(f"warning: {os.getcwd()} is not writable; running in {tmp}")
-        os.chdir(tmp)
-    sys.stdout.flush()
-    os.execve(exe, [command[0], *command[1:]], env)
+    tools.exec_tool(name, node, command, load=_cluster, say=_say)
 
 
 @app.command()
@@ -479,12 +376,10 @@ def shims(
 ) -> None:
     """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
     sudo) so software that shells out on a tray finds them on PATH."""
-    from .sim import runtime
+    from .sim import tools
 
-    inst = runtime.Instance.load(name)
-    c = _cluster(inst.spec, inst.trays)
-    written = runtime.write_shims(inst, c, node, directory)
-    err.print(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
+    written = tools.shims(name, node, directory, load=_cluster)
+    _say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
 
 
 @app.command("import")

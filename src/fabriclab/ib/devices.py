@@ -40,6 +40,8 @@ MELLANOX_VENDID = 0x2C9
 
 @dataclass(frozen=True)
 class SwitchModel:
+    """A switch device: its NodeInfo identity, ports, native rate and description."""
+
     key: str
     vendid: int
     devid: int
@@ -55,6 +57,8 @@ class SwitchModel:
 
 @dataclass(frozen=True)
 class CaModel:
+    """An HCA device: its NodeInfo identity, native rate and ibstat "CA type"."""
+
     key: str
     vendid: int
     devid: int
@@ -96,6 +100,7 @@ CA_MODELS: dict[str, CaModel] = {
 
 
 def switch_model(key: str) -> SwitchModel:
+    """The switch model ``key`` names; KeyError names the known ones."""
     try:
         return SWITCH_MODELS[key]
     except KeyError:
@@ -103,6 +108,7 @@ def switch_model(key: str) -> SwitchModel:
 
 
 def ca_model(key: str) -> CaModel:
+    """The HCA model ``key`` names; KeyError names the known ones."""
     try:
         return CA_MODELS[key]
     except KeyError:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Speed:
+    """A link speed (SDR ... XDR) and how each tool and attribute shows it."""
+
     token: str  # as ibnetdiscover prints it
     lane_gbps: float  # iblinkinfo's per-lane figure
     data_gbps_4x: int  # marketing rate of a 4x link (ibstat "Rate", sysfs rate)
@@ -47,6 +49,8 @@ UNKNOWN_SPEED = Speed("???", 0.0, 0, 0, 0, order=0)
 
 @dataclass(frozen=True)
 class Width:
+    """A link width (1x ... 12x) and its LinkWidthActive encoding."""
+
     token: str  # "4x"
     lanes: int
     value: int  # LinkWidthActive encoding
@@ -77,6 +81,7 @@ def speed(token: str) -> Speed:
 
 
 def width(token: str) -> Width:
+    """Look a width up by token, case-insensitively; KeyError names the known ones."""
     try:
         return WIDTHS[token.lower()]
     except KeyError:
@@ -89,6 +94,7 @@ def slower(a: Speed, b: Speed) -> Speed:
 
 
 def narrower(a: Width, b: Width) -> Width:
+    """The width two ends negotiate: the narrower of the two."""
     return a if a.lanes <= b.lanes else b
 
 

@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import partial
+
+from .mad.view import MAD_SIZE, MadView
 
 DEFAULT_NAME = "sim"
 DEFAULT_PORT = 7070
@@ -55,11 +58,54 @@ SIM_PORT = struct.Struct("<HB")
 # struct sim_request { u32 dlid, slid, dqp, sqp, status; u64 length; char mad[256]; }
 REQUEST = struct.Struct(">H2xH2xIII4xQ256s")
 REQUEST_SIZE = REQUEST.size  # 288
-MAD_SIZE = 256
+REQUEST_MAD = REQUEST_SIZE - MAD_SIZE  # where the MAD starts
+_ADDRESSES = struct.Struct(">H2xH2xII")  # dlid, slid, dqp, sqp
+_SLID = struct.Struct(">H")
+_STATUS = struct.Struct(">I")
+_STATUS_AT, _SLID_AT = 16, 4
+
+
+def request(dlid: int, slid: int, mad: bytes, dqp: int = 0, sqp: int = 0) -> bytes:
+    """A sim_request carrying ``mad`` (256 bytes) from ``slid`` to ``dlid``."""
+    return REQUEST.pack(dlid, slid, dqp, sqp, 0, MAD_SIZE, mad)
+
+
+class RequestView:
+    """The sim_request in ``buf`` (a bytearray the server receives every datagram into):
+    its addresses and status, and its MAD (``mad``, a :class:`MadView`).  Like the MAD
+    view, its readers and writers are struct functions bound to the buffer once."""
+
+    __slots__ = ("mem", "whole", "mad", "addresses", "set_slid", "set_status", "_addresses",
+                 "_turn_mad", "_clear_status")
+
+    def __init__(self, buf: bytearray):
+        self.mem = memoryview(buf)
+        self.whole = self.mem[:REQUEST_SIZE]  # what is sent back
+        self.mad = MadView(buf, REQUEST_MAD)
+        # () -> (dlid, slid, dqp, sqp)
+        self.addresses = partial(_ADDRESSES.unpack_from, buf, 0)
+        # (slid) -> None: the source LID, for a request sent without one
+        self.set_slid = partial(_SLID.pack_into, buf, _SLID_AT)
+        # (status) -> None: SIM_STATUS_TIMEOUT when the MAD went nowhere
+        self.set_status = partial(_STATUS.pack_into, buf, _STATUS_AT)
+        self._addresses = partial(_ADDRESSES.pack_into, buf, 0)
+        self._turn_mad = self.mad.turn_around
+        self._clear_status = self.set_status
+
+    def turn_around(self, status: int, directed: bool, dlid: int, slid: int, dqp: int,
+                    sqp: int) -> None:
+        """Make the request (whose addresses were ``dlid`` ... ``sqp``) its own response
+        with MAD status ``status``: the MAD turned around, the addresses swapped and the
+        delivery status cleared."""
+        self._turn_mad(status, directed)
+        self._addresses(slid, dlid, sqp, dqp)
+        self._clear_status(0)
 
 
 @dataclass
 class Ctl:
+    """A control record (``struct sim_ctl``)."""
+
     clientid: int
     type: int
     length: int
@@ -81,8 +127,15 @@ class Ctl:
         return Ctl(self.clientid, CTL_ERROR, self.length, self.data)
 
     def encode(self) -> bytes:
+        """The record's 80 bytes."""
         return CTL.pack(MAGIC, self.clientid, self.type, self.length,
                         self.data[:CTL_DATA].ljust(CTL_DATA, b"\0"))
+
+
+def host_guid(guid: int) -> bytes:
+    """A GUID as the control records carry it: in the host's byte order, as ibsim copies
+    its u64 (little-endian on every machine fabriclab runs on)."""
+    return guid.to_bytes(8, "little")
 
 
 def sockname(name: str, kind: str) -> bytes:
@@ -92,4 +145,5 @@ def sockname(name: str, kind: str) -> bytes:
 
 
 def cstring(raw: bytes) -> str:
+    """A NUL-terminated C string field as text."""
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .fabric import Fabric, Node
+from .fabric import Fabric, Node, Port
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -133,53 +133,88 @@ class Cluster:
                     info.down += 1
         return [out[k] for k in sorted(out)]
 
+    def locate(self, text: str | None, *, switches: bool = False) -> tuple[Port | None, str]:
+        """The port ``text`` names, and its node (``port.node``), or (None, why not).
 
-def find_port(cluster: "Cluster", text: str | None):
-    """The CA port a tool runs from: ``HOST`` (its first HCA), ``HOST:HCA`` or
-    ``HOST/HCA``, ``HOST:HCA:PORT``, a node description, a node id (``H-…``) or GUID.
-    None means the first tray's first HCA, as in the seed lab.  Returns (port, problem)."""
+        A CA port: ``HOST`` (the tray's first HCA), ``HOST:HCA`` or ``HOST/HCA``,
+        ``HOST:HCA:PORT``, or a CA by description, name, node id (``H-…``) or GUID
+        (``0x…``); a CA is reached at its first cabled port.  None names the first
+        tray's first HCA (the first CA when no tray has one).  Where the caller allows
+        ``switches`` (where an SM or a tool may run on a managed switch), also a switch
+        by description, name, id or GUID, at its port 0, and any node with ``:PORT``."""
+        port, problem = self._ca_port(text)
+        if port is not None or not switches or text is None:
+            return port, problem
+        fabric = self.fabric
+        node = fabric.find(text)
+        num = None
+        if node is None and ":" in text:
+            head, _, tail = text.rpartition(":")
+            if tail.isdigit():
+                node, num = fabric.find(head), int(tail)
+        if node is None:
+            return None, problem
+        if num is not None:
+            if not (0 if node.is_switch else 1) <= num <= node.nports or node.ports[num] is None:
+                return None, f"{node.desc!r} has no port {num}"
+            return node.ports[num], ""
+        if node.is_switch:
+            return node.ports[0], ""
+        return None, problem
 
-    fabric = cluster.fabric
-    node: Node | None = None
-    port_num: int | None = None
-    if text is None:
-        for t in cluster.trays:
-            if t.hcas:
-                node = t.hcas[0]
-                break
-        if node is None:
-            node = next((n for n in fabric.nodes if not n.is_switch), None)
-        if node is None:
-            return None, "the fabric has no CA to run from"
-    else:
-        parts = text.replace("/", ":").split(":")
-        host = parts[0]
-        tray = cluster.tray(host)
-        if tray is not None:
-            if len(parts) == 1:
-                node = tray.hcas[0] if tray.hcas else None
-                if node is None:
-                    return None, f"tray {host!r} has no HCA"
-            else:
-                node = tray.hca(parts[1])
-                if node is None:
-                    names = ", ".join(h.hca or "?" for h in tray.hcas)
-                    return None, f"tray {host!r} has no HCA {parts[1]!r} (it has {names})"
-                if len(parts) > 2:
-                    if not parts[2].isdigit():
-                        return None, f"bad port {parts[2]!r}"
-                    port_num = int(parts[2])
-        else:
-            node = fabric.find(text)
+    def _ca_port(self, text: str | None) -> tuple[Port | None, str]:
+        """:meth:`locate` for a CA port."""
+        fabric = self.fabric
+        node: Node | None = None
+        port_num: int | None = None
+        if text is None:
+            for t in self.trays:
+                if t.hcas:
+                    node = t.hcas[0]
+                    break
             if node is None:
-                return None, f"no tray, CA or node {text!r} in this fabric"
-            if node.is_switch:
-                return None, f"{text!r} is a switch; run from a tray or CA"
-    if port_num is not None:
-        if not 1 <= port_num <= node.nports:
-            return None, f"{node.desc} has ports 1-{node.nports}"
-        return node.port(port_num), None
+                node = next((n for n in fabric.nodes if not n.is_switch), None)
+            if node is None:
+                return None, "the fabric has no CA to run from"
+        else:
+            parts = text.replace("/", ":").split(":")
+            host = parts[0]
+            tray = self.tray(host)
+            if tray is not None:
+                if len(parts) == 1:
+                    node = tray.hcas[0] if tray.hcas else None
+                    if node is None:
+                        return None, f"tray {host!r} has no HCA"
+                else:
+                    node = tray.hca(parts[1])
+                    if node is None:
+                        names = ", ".join(h.hca or "?" for h in tray.hcas)
+                        return None, f"tray {host!r} has no HCA {parts[1]!r} (it has {names})"
+                    if len(parts) > 2:
+                        if not parts[2].isdigit():
+                            return None, f"bad port {parts[2]!r}"
+                        port_num = int(parts[2])
+            else:
+                node = fabric.find(text)
+                if node is None:
+                    return None, f"no tray, CA or node {text!r} in this fabric"
+                if node.is_switch:
+                    return None, f"{text!r} is a switch; run from a tray or CA"
+        if port_num is not None:
+            if not 1 <= port_num <= node.nports:
+                return None, f"{node.desc} has ports 1-{node.nports}"
+            return node.port(port_num), ""
+        return _first_port(node), ""
+
+
+def find_port(cluster: "Cluster", text: str | None) -> tuple[Port | None, str]:
+    """The CA port a tool runs from: :meth:`Cluster.locate` without switches."""
+    return cluster.locate(text)
+
+
+def _first_port(node: Node) -> Port:
+    """Where a tool on a CA runs: its first cabled port, else port 1."""
     for p in node.iter_ports():
         if p.peer is not None:
-            return p, None
-    return node.port(1), None
+            return p
+    return node.port(1)

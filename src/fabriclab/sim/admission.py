@@ -33,6 +33,8 @@ IDLE_AFTER = 60.0
 
 @dataclass
 class Policy:
+    """Who may attach to a server (uids; in remote mode, networks) and how many."""
+
     uids: frozenset[int] = field(default_factory=lambda: frozenset({os.geteuid()}))
     networks: tuple[ipaddress.IPv4Network, ...] = (LOOPBACK,)  # remote mode only
     max_clients: int = DEFAULT_MAX_CLIENTS
@@ -81,8 +83,10 @@ def parse_networks(text: str | None) -> tuple[ipaddress.IPv4Network, ...] | None
     return tuple(nets)
 
 
-def exposure(listen: tuple[str, int] | None,
-             networks: tuple[ipaddress.IPv4Network, ...] | None) -> tuple[ipaddress.IPv4Network, ...]:
+Networks = tuple[ipaddress.IPv4Network, ...]
+
+
+def exposure(listen: tuple[str, int] | None, networks: Networks | None) -> Networks:
     """The networks a server on ``listen`` answers.  A loopback address answers this
     host unless told otherwise; any other needs ``--allow``, since the protocol has no
     authentication and every host that can reach the port could drive the fabric."""
@@ -113,6 +117,7 @@ class Addresses:
         self._local: dict[str, bool] = {}
 
     def allowed(self, host: str) -> bool:
+        """Whether a datagram from ``host`` is in the allowed networks."""
         ok = self._allowed.get(host)
         if ok is None:
             if len(self._allowed) >= self._MAX:
@@ -126,6 +131,7 @@ class Addresses:
         return ok
 
     def local(self, host: str) -> bool:
+        """Whether ``host`` is an address of this host (loopback, or one it can bind)."""
         ok = self._local.get(host)
         if ok is None:
             if len(self._local) >= self._MAX:

@@ -9,40 +9,17 @@ ones are 64 bits wide.
 
 from __future__ import annotations
 
-# name -> (PortCounters width or 0 if not in PortCounters,
-#          PortCounters CounterSelect bit (CounterSelect2 bits as 16 + n) or -1,
-#          PortCountersExtended CounterSelect bit (CounterSelect2 bits as 16 + n) or -1)
-COUNTERS: dict[str, tuple[int, int, int]] = {
-    "SymbolErrorCounter": (16, 0, 16 + 0),
-    "LinkErrorRecoveryCounter": (8, 1, 16 + 1),
-    "LinkDownedCounter": (8, 2, 16 + 2),
-    "PortRcvErrors": (16, 3, 16 + 3),
-    "PortRcvRemotePhysicalErrors": (16, 4, 16 + 4),
-    "PortRcvSwitchRelayErrors": (16, 5, 16 + 5),
-    "PortXmitDiscards": (16, 6, 16 + 6),
-    "PortXmitConstraintErrors": (8, 7, 16 + 7),
-    "PortRcvConstraintErrors": (8, 8, 16 + 8),
-    "LocalLinkIntegrityErrors": (4, 9, 16 + 9),
-    "ExcessiveBufferOverrunErrors": (4, 10, 16 + 10),
-    "VL15Dropped": (16, 11, 16 + 11),
-    "PortXmitData": (32, 12, 0),
-    "PortRcvData": (32, 13, 1),
-    "PortXmitPkts": (32, 14, 2),
-    "PortRcvPkts": (32, 15, 3),
-    "PortXmitWait": (32, 16 + 0, 16 + 12),
-    "QP1Dropped": (16, 16 + 1, 16 + 13),
-    "PortUnicastXmitPkts": (0, -1, 4),
-    "PortUnicastRcvPkts": (0, -1, 5),
-    "PortMulticastXmitPkts": (0, -1, 6),
-    "PortMulticastRcvPkts": (0, -1, 7),
-}
-NAMES = tuple(COUNTERS)
+from ..ib.mad.counters import COUNTER_SELECT, DETAIL_WIDTHS, PORT_COUNTERS_WIDTHS, SELECT2
+
+NAMES = tuple(COUNTER_SELECT)
+DETAILS = tuple(DETAIL_WIDTHS)
 _MAX64 = (1 << 64) - 1
-# Receive-error details (PortRcvErrorDetails) and transmit-discard details are 16-bit.
-DETAILS = ("PortLocalPhysicalErrors", "PortMalformedPktErrors", "PortBufferOverrunErrors",
-           "PortDLIDMappingErrors", "PortVLMappingErrors", "PortLoopingErrors",
-           "PortInactiveDiscards", "PortNeighborMTUDiscards", "PortSwLifetimeLimitDiscards",
-           "PortSwHOQLifetimeLimitDiscards")
+# PortCounters: each field's maximum, where it stops
+_PORT_COUNTERS_MAX = {name: (1 << width) - 1 for name, width in PORT_COUNTERS_WIDTHS.items()}
+# (counter, its CounterSelect bit) for each view; CounterSelect2 bits from bit SELECT2 on
+_SELECT = tuple((name, bit) for name, (bit, _) in COUNTER_SELECT.items() if bit is not None)
+_SELECT_EXT = tuple((name, bit) for name, (_, bit) in COUNTER_SELECT.items() if bit is not None)
+_DETAILS_MAX = {name: (1 << width) - 1 for name, width in DETAIL_WIDTHS.items()}
 
 
 class Counters:
@@ -58,6 +35,7 @@ class Counters:
         self.details_base: dict[str, int] = {}
 
     def add(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of counter ``name``."""
         self.raw[name] = (self.raw[name] + n) & _MAX64
 
     def count_packets(self, sent: int, received: int, words: int) -> None:
@@ -72,12 +50,9 @@ class Counters:
 
     def view(self) -> dict[str, int]:
         """The PortCounters view: since its last reset, saturated at each field's width."""
-        out = {}
-        for name, (width, _, _) in COUNTERS.items():
-            if width:
-                v = (self.raw[name] - self.base.get(name, 0)) & _MAX64
-                out[name] = min(v, (1 << width) - 1)
-        return out
+        raw, base = self.raw, self.base
+        return {name: min((raw[name] - base.get(name, 0)) & _MAX64, top)
+                for name, top in _PORT_COUNTERS_MAX.items()}
 
     def view_ext(self) -> dict[str, int]:
         """The PortCountersExtended view: since its last reset, 64 bits wide."""
@@ -85,22 +60,25 @@ class Counters:
 
     def reset(self, select: int, select2: int) -> None:
         """Reset through PortCounters: CounterSelect bits, then CounterSelect2 bits."""
-        mask = (select & 0xFFFF) | ((select2 & 0xFF) << 16)
-        for name, (_, bit, _) in COUNTERS.items():
-            if bit >= 0 and mask >> bit & 1:
+        mask = (select & 0xFFFF) | ((select2 & 0xFF) << SELECT2)
+        for name, bit in _SELECT:
+            if mask >> bit & 1:
                 self.base[name] = self.raw[name]
 
     def reset_ext(self, select: int, select2: int) -> None:
-        mask = (select & 0xFFFF) | ((select2 & 0xFFFF) << 16)
-        for name, (_, _, bit) in COUNTERS.items():
-            if bit >= 0 and mask >> bit & 1:
+        """Reset through PortCountersExtended: CounterSelect bits, then CounterSelect2 bits."""
+        mask = (select & 0xFFFF) | ((select2 & 0xFFFF) << SELECT2)
+        for name, bit in _SELECT_EXT:
+            if mask >> bit & 1:
                 self.base_ext[name] = self.raw[name]
 
     def details_view(self) -> dict[str, int]:
-        return {n: min((v - self.details_base.get(n, 0)) & _MAX64, 0xFFFF)
+        """The error details since their last reset, saturated at their width."""
+        return {n: min((v - self.details_base.get(n, 0)) & _MAX64, _DETAILS_MAX[n])
                 for n, v in self.details.items()}
 
     def reset_details(self, names: tuple[str, ...], select: int) -> None:
+        """Reset the detail ``names[i]`` for each CounterSelect bit i set."""
         for i, n in enumerate(names):
             if select >> i & 1:
                 self.details_base[n] = self.details[n]
@@ -114,10 +92,6 @@ def summed(counters: list[Counters], extended: bool) -> dict[str, int]:
         v = c.view_ext() if extended else c.view()
         for k, x in v.items():
             out[k] = out.get(k, 0) + x
-    if not extended:
-        for k in out:
-            out[k] = min(out[k], (1 << COUNTERS[k][0]) - 1)
-    else:
-        for k in out:
-            out[k] = min(out[k], _MAX64)
-    return out
+    if extended:
+        return {k: min(v, _MAX64) for k, v in out.items()}
+    return {k: min(v, _PORT_COUNTERS_MAX[k]) for k, v in out.items()}

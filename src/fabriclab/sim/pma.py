@@ -8,15 +8,15 @@ CounterSelect bits name and answers with the values after the reset.
 
 from __future__ import annotations
 
-from .counters import DETAILS, summed
 from ..ib.caps import PM2_ADDL_PORT_COUNTERS_EXT, PM_ALL_PORT_SELECT
 from ..ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
+from ..ib.mad.counters import PORT_COUNTERS_EXT_BASIC, RCV_ERROR_DETAILS, XMIT_DISCARD_DETAILS
 from ..ib.mad.layouts import (
     CLASS_PORT_INFO,
     GMP_DATA_SIZE,
@@ -25,11 +25,10 @@ from ..ib.mad.layouts import (
     PORT_RCV_ERROR_DETAILS,
     PORT_XMIT_DISCARD_DETAILS,
 )
+from .counters import summed
 from .state import SimPort
 
 ALL_PORTS = 0xFF
-_RCV_DETAILS, _XMIT_DETAILS = DETAILS[:6], DETAILS[6:]
-_ZERO = bytes(GMP_DATA_SIZE)
 
 
 def _pad(raw: bytes) -> bytes:
@@ -37,6 +36,8 @@ def _pad(raw: bytes) -> bytes:
 
 
 class Pma:
+    """Dispatch of PMA requests (Get and Set) to attribute handlers."""
+
     def __init__(self) -> None:
         # attribute id -> handler(port, method, modifier, data), for Get and Set only
         self.handlers = {
@@ -50,6 +51,7 @@ class Pma:
     # ---------------------------------------------------------------------------------
 
     def class_port_info(self, port: SimPort, method: int, mod: int, data: bytes):
+        """ClassPortInfo (read-only): the PMA's capabilities."""
         caps = port.node.caps
         cpi = _pad(CLASS_PORT_INFO.pack({
             "BaseVersion": 1, "ClassVersion": 1, "CapabilityMask": caps.pma_cap_mask,
@@ -69,9 +71,11 @@ class Pma:
         return None
 
     def port_counters(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortCounters: the narrow view; a Set resets the selected counters."""
         return self._counters(port, method, data, extended=False)
 
     def port_counters_ext(self, port: SimPort, method: int, mod: int, data: bytes):
+        """PortCountersExtended: the 64-bit view, with its own resets."""
         return self._counters(port, method, data, extended=True)
 
     def _counters(self, port: SimPort, method: int, data: bytes, extended: bool):
@@ -83,7 +87,7 @@ class Pma:
             return STATUS_INVALID_FIELD, _pad(data[:layout.size])
         values = summed([p.flush() for p in ports], extended=extended)
         if extended and not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
-            values = {k: v for k, v in values.items() if k in _BASIC_EXT}
+            values = {k: v for k, v in values.items() if k in PORT_COUNTERS_EXT_BASIC}
         values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
                       CounterSelect2=req["CounterSelect2"])
         return STATUS_OK, _pad(layout.pack(values))
@@ -107,17 +111,16 @@ class Pma:
         for p in ports:
             view = p.flush().details_view()
             for n in names:
-                values[n] = min(values[n] + view[n], 0xFFFF)
+                values[n] += view[n]
+        values = {n: min(v, (1 << layout.width(n)) - 1) for n, v in values.items()}
         values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"])
         return STATUS_OK, _pad(layout.pack(values))
 
     def rcv_error_details(self, port: SimPort, method: int, mod: int, data: bytes):
-        return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, _RCV_DETAILS)
+        """PortRcvErrorDetails."""
+        return self._details(port, method, data, PORT_RCV_ERROR_DETAILS, RCV_ERROR_DETAILS)
 
     def xmit_discard_details(self, port: SimPort, method: int, mod: int, data: bytes):
-        return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, _XMIT_DETAILS)
+        """PortXmitDiscardDetails."""
+        return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, XMIT_DISCARD_DETAILS)
 
-
-_BASIC_EXT = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
-              "PortUnicastXmitPkts", "PortUnicastRcvPkts", "PortMulticastXmitPkts",
-              "PortMulticastRcvPkts"}

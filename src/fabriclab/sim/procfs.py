@@ -28,6 +28,7 @@ class ProcFile:
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
     def read(self) -> bytes:
+        """The file's contents now."""
         os.lseek(self.fd, 0, os.SEEK_SET)
         chunks = []
         while True:
@@ -37,19 +38,33 @@ class ProcFile:
             chunks.append(chunk)
 
     def close(self) -> None:
+        """Close the descriptor (once)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
 
-def unix_names(raw: bytes) -> set[bytes]:
-    """The abstract addresses bound in a /proc/net/unix listing, as the kernel shows
-    them: each NUL of the name as ``@`` (so ``\\0sim:ctl\\0`` is ``@sim:ctl@``)."""
+UNIX_TABLE = "/proc/net/unix"
+
+
+def abstract_names(raw: bytes | None = None) -> set[bytes]:
+    """The abstract addresses bound in the /proc/net/unix listing ``raw`` (read now when
+    not given; OSError when it cannot be), as the kernel shows them: each NUL of the
+    name as ``@`` (so ``\\0sim:ctl\\0`` is ``@sim:ctl@``)."""
+    if raw is None:
+        with open(UNIX_TABLE, "rb") as f:
+            raw = f.read()
     return {line.rsplit(None, 1)[-1] for line in raw.splitlines() if b"@" in line}
 
 
+def abstract_bound(address: bytes, names: set[bytes] | None = None) -> bool:
+    """Whether some socket is bound at the abstract ``address`` (as given to bind(): a
+    NUL first), among ``names`` (from :func:`abstract_names`) or, without them, now."""
+    return shown_name(address) in (abstract_names() if names is None else names)
+
+
 def unix_inode(raw: bytes, shown: bytes) -> int | None:
-    """The inode of the socket bound at ``shown`` (as :func:`unix_names` spells it)."""
+    """The inode of the socket bound at ``shown`` (as :func:`abstract_names` spells it)."""
     for line in raw.splitlines():
         parts = line.split()
         if len(parts) >= 8 and parts[7] == shown:
@@ -64,6 +79,8 @@ def shown_name(abstract: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class UdpSocket:
+    """A UDP socket as /proc/net/udp shows it: address, port, owner and inode."""
+
     address: ipaddress.IPv4Address | ipaddress.IPv6Address
     port: int
     uid: int

@@ -13,6 +13,8 @@ import time
 
 
 class RateLimitedLog:
+    """A logger's warnings, a few per kind and interval (see the module)."""
+
     def __init__(self, logger: logging.Logger, burst: int = 10, interval: float = 10.0,
                  clock=time.monotonic):
         self.log = logger
@@ -22,6 +24,7 @@ class RateLimitedLog:
         self._windows: dict[str, list] = {}  # kind -> [window start, logged, suppressed]
 
     def warning(self, kind: str, msg: str, *args, **kw) -> None:
+        """Log a warning of ``kind``, unless that kind's burst is spent."""
         now = self.clock()
         w = self._windows.get(kind)
         if w is None or now - w[0] >= self.interval:

@@ -26,7 +26,7 @@ def _cross(egress: SimPort, smp: bool, hops: Hops) -> SimPort | None:
     ingress = egress.peer
     if (ingress is None or egress.phys != _LINKUP or ingress.phys != _LINKUP
             or (not smp and (egress.state != _ACTIVE or ingress.state != _ACTIVE))):
-        egress.counters.raw["PortXmitDiscards"] += 1
+        egress.counters.add("PortXmitDiscards")
         return None
     egress.mad_out += 1
     ingress.mad_in += 1
@@ -68,7 +68,7 @@ def lid_route(src: SimPort, dlid: int, smp: bool) -> tuple[SimPort | None, Hops]
             return (p0 if p0 is not None and p0.has_lid(dlid) else None), hops
         egress = node.port(out) if out != 0xFF else None
         if egress is None:
-            port.counters.raw["PortRcvSwitchRelayErrors"] += 1
+            port.counters.add("PortRcvSwitchRelayErrors")
             return None, hops
         port = _cross(egress, smp, hops)
     return None, hops
@@ -94,7 +94,7 @@ def dr_out(src: SimPort, path, hop_count: int) -> tuple[SimPort | None, bytearra
         # _cross, inlined: this loop runs for every hop of every directed-route SMP
         ingress = egress.peer
         if ingress is None or egress.phys != _LINKUP or ingress.phys != _LINKUP:
-            egress.counters.raw["PortXmitDiscards"] += 1
+            egress.counters.add("PortXmitDiscards")
             return None, rpath, hops
         egress.mad_out += 1
         ingress.mad_in += 1

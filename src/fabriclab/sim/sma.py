@@ -13,20 +13,21 @@ from functools import partial
 from typing import Callable
 
 from ..ib.devices import mlnx_ext_port_info_supported
+from ..ib.enums import PhysState, PortState
 from ..ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
-from ..ib.enums import PhysState, PortState
-from ..ib.mad.layouts import MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
+from ..ib.mad.layouts import GUID_INFO, GUIDS_PER_BLOCK, MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
 from .state import DEFAULT_SL2VL, SimPort
 
 Reply = tuple[int, bytes]
 Handler = Callable[[SimPort, int, int, bytes], Reply]  # (port, method, modifier, data)
 _ZERO64 = bytes(64)
+_GUID_FIELDS = tuple(name for name, _, _ in GUID_INFO.fields)  # GUID0 .. GUID7
 
 
 class Sma:
@@ -57,10 +58,12 @@ def _read_only(method: int, value: bytes) -> Reply:
 
 
 def node_desc(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """NodeDescription (14.2.5.2, read-only)."""
     return _read_only(method, port.node.node_desc)
 
 
 def node_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """NodeInfo (14.2.5.3, read-only), as read through ``port``."""
     return _read_only(method, port.node.node_info(port.num))
 
 
@@ -76,6 +79,7 @@ def _target_port(port: SimPort, num: int) -> SimPort | None:
 
 
 def port_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """PortInfo (14.2.5.6) of the port the modifier names; LocalPort is ``port``'s."""
     target = _target_port(port, mod & 0xFF)
     if target is None:
         return STATUS_INVALID_FIELD, _ZERO64
@@ -160,6 +164,7 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
 
 
 def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """SwitchInfo (14.2.5.4): LinearFDBTop below LinearFDBCap, StateChange write-1-to-clear."""
     sw = port.node.sw
     if sw is None:
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64
@@ -179,6 +184,7 @@ def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> 
 
 
 def linear_fdb(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
+    """LinearForwardingTable (14.2.5.10): block ``mod`` of 64 LIDs' output ports."""
     sw = port.node.sw
     if sw is None:
         return STATUS_METHOD_ATTR_UNSUPPORTED, _ZERO64
@@ -252,23 +258,23 @@ def vl_arbitration(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) 
 
 
 def guid_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
-    """14.2.5.5: 8 GUIDs per block; GUID 0 is the port's own and cannot be set."""
+    """14.2.5.5: GUIDs in blocks of 8 (the modifier names the block), GuidCap of them;
+    GUID 0 is the port's own and cannot be set; a switch's are port 0's."""
     target = port.node.ports[0] if port.node.is_switch else port
-    if target is None or mod * 8 >= max(target.guid_cap, 1):
+    if target is None or mod * GUIDS_PER_BLOCK >= max(target.guid_cap, 1):
         return STATUS_INVALID_FIELD, _ZERO64
+    if method == Method.SET:
+        guids = GUID_INFO.unpack(data)
+        if mod == 0:
+            guids["GUID0"] = target.guid
+        entries = min(GUIDS_PER_BLOCK, target.guid_cap - mod * GUIDS_PER_BLOCK)
+        for name in _GUID_FIELDS[max(entries, 0):]:  # beyond GuidCap: no entry
+            guids[name] = 0
+        target.guids[mod] = GUID_INFO.pack(guids)
     block = target.guids.get(mod)
     if block is None:
-        block = bytearray(64)
-        if mod == 0:
-            block[0:8] = target.guid.to_bytes(8, "big")
-    if method == Method.SET:
-        block = bytearray(data[:64])
-        if mod == 0:
-            block[0:8] = target.guid.to_bytes(8, "big")
-        entries = min(8, target.guid_cap - mod * 8)
-        block[8 * entries:] = bytes(64 - 8 * entries)
-        target.guids[mod] = block
-    return STATUS_OK, bytes(block)
+        block = GUID_INFO.pack({"GUID0": target.guid} if mod == 0 else {})
+    return STATUS_OK, block
 
 
 def mlnx_ext_port_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:

@@ -12,12 +12,11 @@ subnet comes up with the same LIDs every time.
 from __future__ import annotations
 
 from ..ib import devices
-from ..model.fabric import Fabric, Node, Port
-from ..ib.enums import NodeType
-from ..ib.rates import SPEEDS
-from .counters import Counters
-from ..ib.enums import PhysState, PortState
+from ..ib.enums import NodeType, PhysState, PortState
 from ..ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+from ..ib.rates import SPEEDS
+from ..model.fabric import Fabric, Node, Port
+from .counters import Counters
 
 _NDR = SPEEDS["NDR"]
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
@@ -66,16 +65,19 @@ class SimSwitch:
         return self.lft[lid]
 
     def write_lft_block(self, block: int, data: bytes) -> None:
+        """Set the LFT entries of LIDs 64 * block ... 64 * block + 63."""
         end = (block + 1) * 64
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
         self.lft[block * 64:end] = data[:64]
 
     def lft_block(self, block: int) -> bytes:
+        """The LFT entries of a block (0xFF where never set)."""
         chunk = bytes(self.lft[block * 64:(block + 1) * 64])
         return chunk + b"\xff" * (64 - len(chunk))
 
     def switch_info(self) -> bytes:
+        """The encoded SwitchInfo."""
         c = self.caps
         return SWITCH_INFO.pack({
             "LinearFdbCap": c.linear_fdb_cap, "McastFdbCap": c.mcast_fdb_cap,
@@ -92,7 +94,8 @@ class SimPort:
     """One port's run-time state; ``pi`` caches its encoded PortInfo."""
 
     __slots__ = (
-        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state", "phys",
+        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state",
+        "phys",
         "link_down_def", "width_enabled", "width_supported", "speed_enabled", "speed_ext_enabled",
         "speed_ext_supported", "speed_ext2_enabled", "speed_ext2_supported", "neighbor_mtu",
         "op_vls", "vl_high_limit", "hoq_life", "vl_stall", "gid_prefix", "mkey", "mkey_lease",
@@ -155,7 +158,7 @@ class SimPort:
             self.pkeys[0:2] = b"\xff\xff"  # the default partition, full member
         self.sl2vl: dict[int, bytes] = {}  # (in port << 8 | out port) -> 8 bytes, when set
         self.vlarb: dict[int, bytes] = {}  # block 1..4 -> 64 bytes, when set
-        self.guids: dict[int, bytearray] = {}  # alias GUID blocks, when set
+        self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
         self.counters = Counters()
         self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
         self.pi: bytes | None = None
@@ -164,6 +167,7 @@ class SimPort:
 
     @property
     def up(self) -> bool:
+        """Whether the port's link is physically up."""
         return self.phys == PhysState.LINKUP and self.peer is not None
 
     def port_info(self) -> bytes:
@@ -173,6 +177,7 @@ class SimPort:
         return self.pi
 
     def changed(self) -> None:
+        """The port's state changed: its PortInfo is encoded anew when next read."""
         self.pi = None
 
     def _encode_port_info(self) -> bytes:
@@ -182,16 +187,27 @@ class SimPort:
         speed = m.speed if self.num else None
         switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
-            self.mkey, self.gid_prefix, self.lid, self.smlid, self.cap_mask, self.mkey_lease,
-            self.width_enabled, self.width_supported, m.width.value if self.num else 2,
-            0x7, self.state, self.phys, self.link_down_def, self.mkey_protect, self.lmc,
-            speed.speed if speed else 1, self.speed_enabled, self.neighbor_mtu, self.smsl,
-            caps.vl_cap, self.vl_high_limit, caps.vl_arb_high_cap, caps.vl_arb_low_cap,
-            caps.mtu_cap, self.vl_stall, self.hoq_life, self.op_vls, switch_ext, switch_ext,
-            self.guid_cap, self.client_rereg, self.mcast_pkey_trap, self.subnet_timeout,
-            self.resp_time, speed.ext2 if speed else 0, self.speed_ext2_supported,
-            self.speed_ext2_enabled, self.cap_mask2, speed.ext if speed else 0,
-            self.speed_ext_supported, self.speed_ext_enabled)
+            Mkey=self.mkey, GidPrefix=self.gid_prefix, Lid=self.lid, SMLid=self.smlid,
+            CapMask=self.cap_mask, MkeyLeasePeriod=self.mkey_lease,
+            LinkWidthEnabled=self.width_enabled, LinkWidthSupported=self.width_supported,
+            LinkWidthActive=m.width.value if self.num else 2,  # port 0: 4x
+            LinkSpeedSupported=0x7,  # SDR, DDR, QDR
+            LinkState=self.state, PhysLinkState=self.phys, LinkDownDefState=self.link_down_def,
+            ProtectBits=self.mkey_protect, LMC=self.lmc,
+            LinkSpeedActive=speed.speed if speed else 1, LinkSpeedEnabled=self.speed_enabled,
+            NeighborMTU=self.neighbor_mtu, SMSL=self.smsl, VLCap=caps.vl_cap,
+            VLHighLimit=self.vl_high_limit, VLArbHighCap=caps.vl_arb_high_cap,
+            VLArbLowCap=caps.vl_arb_low_cap, MtuCap=caps.mtu_cap, VLStallCount=self.vl_stall,
+            HoqLife=self.hoq_life, OperVLs=self.op_vls, PartEnforceInb=switch_ext,
+            PartEnforceOutb=switch_ext, GuidCap=self.guid_cap, ClientReregister=self.client_rereg,
+            McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
+            SubnetTimeout=self.subnet_timeout, RespTimeVal=self.resp_time,
+            LinkSpeedExtActive2=speed.ext2 if speed else 0,
+            LinkSpeedExtSupported2=self.speed_ext2_supported,
+            LinkSpeedExtEnabled2=self.speed_ext2_enabled, CapabilityMask2=self.cap_mask2,
+            LinkSpeedExtActive=speed.ext if speed else 0,
+            LinkSpeedExtSupported=self.speed_ext_supported,
+            LinkSpeedExtEnabled=self.speed_ext_enabled)
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
@@ -202,9 +218,11 @@ class SimPort:
         return c
 
     def has_lid(self, lid: int) -> bool:
+        """Whether ``lid`` is one of this end port's (its base LID and LMC)."""
         return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
 
     def ref(self) -> str:
+        """The port for the log: its node's description and its number."""
         return f"{self.node.fabric_node.desc!r}[{self.num}]"
 
     def __repr__(self) -> str:
@@ -254,6 +272,7 @@ class SimNode:
         return ni
 
     def port(self, num: int) -> "SimPort | None":
+        """Port ``num``, or None when the node has no such port."""
         if 0 <= num < len(self.ports):
             return self.ports[num]
         return None
@@ -273,7 +292,9 @@ class SimFabric:
                     sp.peer = self.by_model[id(far.node)].ports[far.num]
 
     def node_of(self, model: Node) -> SimNode:
+        """The run-time node of a model node."""
         return self.by_model[id(model)]
 
     def port_of(self, model: Port) -> SimPort:
+        """The run-time port of a model port."""
         return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]

@@ -13,6 +13,7 @@ attribute as cheap to slice as a machine word.
 
 from __future__ import annotations
 
+import keyword
 from typing import Iterable, Mapping
 
 
@@ -48,31 +49,44 @@ class Layout:
         v = int.from_bytes(data[: self.size], "big")
         return {n: (v >> s) & m for n, (s, m) in self._spec.items()}
 
-    def getter(self, *names: str):
-        """A function returning the named fields of ``data`` as a tuple: one integer
-        conversion for all of them (the server's per-MAD header read)."""
+    def getter(self, *names: str, offset: int = 0):
+        """A function returning the named fields of the layout found at ``offset`` of
+        ``data`` as a tuple: one integer conversion for all of them (the server's per-MAD
+        header read)."""
         # Generated straight-line code (as collections.namedtuple does): a loop or a
         # generator here costs more than the rest of a MAD's handling.
         parts = ", ".join(f"(v >> {s}) & {m}" for s, m in (self._spec[n] for n in names))
-        src = (f"def get(data):\n    v = from_bytes(data[:{self.size}], 'big')\n"
+        src = (f"def get(data):\n"
+               f"    v = from_bytes(data[{offset}:{offset + self.size}], 'big')\n"
                f"    return ({parts},)\n")
         scope: dict = {"from_bytes": int.from_bytes}
         exec(src, scope)  # noqa: S102 - built from this layout's own integers only
         return scope["get"]
 
     def packer(self, *names: str):
-        """A function packing positional values for ``names`` (all others zero): the
-        server's per-port encoding of a whole attribute without building a dict.
+        """A function packing the fields ``names`` (all others zero), given by name as
+        keyword arguments: the fabric's encoding of a whole attribute from its state
+        without building a dict.
 
         Unlike ``pack`` it does not check ranges: it is for values already held in
-        fields of the same width (the fabric's own state), where a check per field per
-        MAD would cost more than the encoding."""
-        args = ", ".join(f"a{i}" for i in range(len(names)))
-        expr = " | ".join(f"(a{i} << {self._spec[n][0]})" for i, n in enumerate(names)) or "0"
-        src = f"def pack({args}):\n    return ({expr}).to_bytes({self.size}, 'big')\n"
+        fields of the same width (the fabric's own state), where a check per field would
+        cost more than the encoding."""
+        for n in names:
+            if n not in self._spec:
+                raise KeyError(f"{self.name} has no field {n}")
+            if not n.isidentifier() or keyword.iskeyword(n):
+                raise ValueError(f"{self.name}.{n} cannot be a keyword argument")
+        args = ", ".join(names)
+        expr = " | ".join(f"({n} << {self._spec[n][0]})" for n in names) or "0"
+        params = f"*, {args}" if names else ""
+        src = f"def pack({params}):\n    return ({expr}).to_bytes({self.size}, 'big')\n"
         scope: dict = {}
-        exec(src, scope)  # noqa: S102 - generated like getter() above
+        exec(src, scope)  # noqa: S102 - generated like getter() above, from field names checked above
         return scope["pack"]
+
+    def width(self, name: str) -> int:
+        """The width of field ``name``, in bits."""
+        return self._spec[name][1].bit_length()
 
     def splice(self, data: bytes, name: str, value: int) -> bytes:
         """``data`` with one field replaced; a byte-aligned field is spliced in place of
@@ -86,6 +100,7 @@ class Layout:
         return self.pack({name: value}, base=data) + data[self.size:]
 
     def get(self, data: bytes, name: str) -> int:
+        """Field ``name`` of ``data``."""
         s, m = self._spec[name]
         return (int.from_bytes(data[: self.size], "big") >> s) & m
 

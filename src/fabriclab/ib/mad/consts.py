@@ -7,6 +7,8 @@ from enum import IntEnum
 
 
 class MgmtClass(IntEnum):
+    """Management classes (13.4.4) the fabric serves or forwards."""
+
     SMI = 0x01  # LID-routed SMP
     SA = 0x03
     PERF = 0x04
@@ -14,6 +16,8 @@ class MgmtClass(IntEnum):
 
 
 class Method(IntEnum):
+    """MAD methods (13.4.5)."""
+
     GET = 0x01
     SET = 0x02
     SEND = 0x03
@@ -24,6 +28,8 @@ class Method(IntEnum):
 
 
 class Attr(IntEnum):
+    """Attribute ids of the SMA (14.2.5) and the PMA (16.1.2)."""
+
     # SMA (14.2.5)
     NOTICE = 0x0002
     NODE_DESC = 0x0010
@@ -58,3 +64,8 @@ STATUS_INVALID_FIELD = 7 << 2
 # Traps the fabric raises (14.2.5.1)
 TRAP_LINK_STATE_CHANGE = 128
 TRAP_CAPABILITY_MASK_CHANGE = 144
+# Notice.Type of each (14.2.5.1): a link state change is urgent, a capability change
+# informational.
+NOTICE_URGENT, NOTICE_INFORMATIONAL = 1, 4
+TRAP_TYPES = {TRAP_LINK_STATE_CHANGE: NOTICE_URGENT,
+              TRAP_CAPABILITY_MASK_CHANGE: NOTICE_INFORMATIONAL}

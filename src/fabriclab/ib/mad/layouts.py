@@ -91,6 +91,11 @@ SWITCH_INFO = Layout("SwitchInfo", 64, [
     ("MulticastFDBTop", 144, 16),
 ])
 
+# 14.2.5.5: a block of 8 port GUIDs (the attribute modifier names the block); GUID 0 of
+# block 0 is the port's own.  libibmad names only the first (GUID0).
+GUID_INFO = Layout("GUIDInfo", 64, [(f"GUID{i}", 64 * i, 64) for i in range(8)])
+GUIDS_PER_BLOCK = 8
+
 PORT_INFO = Layout("PortInfo", 64, [
     ("Mkey", 0, 64),
     ("GidPrefix", 64, 64),
