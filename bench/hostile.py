@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import hostile_cases as hc  # noqa: E402
+import hostile_cases as hc
 
 
 def main() -> None:

@@ -60,11 +60,11 @@ def main() -> None:
     topologies = {"gpu": TopologySpec(BLOCK, nodes), "all": TopologySpec(TREE, nodes, cluster_default=True)}
     for compat in (False, True):
         mode = "topograph-compat" if compat else "default"
-        gtime, graph = best(lambda: local_graph(inputs, None, compat=compat, names=False), a.repeat)
+        gtime, graph = best(lambda compat=compat: local_graph(inputs, None, compat=compat, names=False), a.repeat)
         print(f"[{mode}] graph: {gtime:6.2f} s")
         for engine in ENGINES:
             opts = EngineOptions(gpus=inputs.gpus, topologies=topologies if engine == "slurm-yaml" else {})
-            t, out = best(lambda: run(engine, graph, opts), a.repeat)
+            t, out = best(lambda engine=engine, graph=graph, opts=opts: run(engine, graph, opts), a.repeat)
             total = gtime + t
             flag = "ok" if total <= 2.0 else "OVER"
             print(f"[{mode}] {engine:12s} engine {t:6.2f} s, graph+engine {total:6.2f} s "

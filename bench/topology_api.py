@@ -87,7 +87,7 @@ def main() -> None:
         print(f"100 MB body, Content-Length given: {status!r} in {secs:.2f} s, "
               f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB")
         head = b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-        status, secs = send(port, head, (b"%x\r\n%s\r\n" % (len(c), c) for c in chunks + [b""]))
+        status, secs = send(port, head, (b"%x\r\n%s\r\n" % (len(c), c) for c in [*chunks, b""]))
         print(f"100 MB body, streamed (chunked): {status!r} in {secs:.2f} s, "
               f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB")
         del chunks

@@ -10,9 +10,10 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from realtools import UMAD2SIM
+
 from fabriclab.model.cluster import Cluster, find_port
 from fabriclab.sim.server import FabricServer
-from realtools import UMAD2SIM
 
 _served = itertools.count()
 

@@ -17,9 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 SHOWN = 20  # problems printed before "… N more" (fabriclab.errors.SHOWN)
 

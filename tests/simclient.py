@@ -62,7 +62,7 @@ class SimClient:
         self.ctl.close()
         self.data.close()
 
-    def __enter__(self) -> "SimClient":
+    def __enter__(self) -> SimClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -50,9 +50,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from fabriclab.spec import hostlist
 
@@ -673,7 +673,7 @@ def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: 
         with open(_LOCK_FILE, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             ports = _pick_ports(len(nodes) + 1)
-            node_ports = dict(zip(nodes, ports[1:]))
+            node_ports = dict(zip(nodes, ports[1:], strict=False))
             conf = _write_configs(workdir, spool, nodes, topology_conf, cpus=cpus, gpus=gpus,
                                   gpu_type=gpu_type, ctld_port=ports[0], node_ports=node_ports,
                                   auth=auth, loopback=loopback,

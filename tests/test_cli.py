@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
 
 ENV = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160"}

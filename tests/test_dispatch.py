@@ -7,17 +7,18 @@ from __future__ import annotations
 import socket
 
 import pytest
+from simclient import dr_smp, lid_mad
 
 from fabriclab.ib import simwire
+from fabriclab.ib.caps import CAP_IS_SM
+from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     TRAP_CAPABILITY_MASK_CHANGE,
     TRAP_LINK_STATE_CHANGE,
+    Attr,
+    Method,
 )
-from fabriclab.ib.caps import CAP_IS_SM
-from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.ib.mad.layouts import (
     DR_SMP_HEADER,
     MAD_HEADER,
@@ -30,7 +31,6 @@ from fabriclab.model.build import build
 from fabriclab.sim.server import FabricServer
 from fabriclab.sim.transport import Client
 from fabriclab.spec.load import load_spec
-from simclient import dr_smp, lid_mad
 
 LAB = build(load_spec("lab"))
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"
@@ -104,7 +104,7 @@ def _route(lab: Lab) -> None:
 def test_a_directed_route_smp_is_answered_in_place(lab):
     cl, peer = lab.attach(W1)
     lab.ask(cl, peer, dr_smp(Attr.NODE_INFO, [1], tid=0x1234))
-    dlid, slid, _dqp, _sqp, status, mad = answer(peer)
+    _dlid, _slid, _dqp, _sqp, status, mad = answer(peer)
     assert status == 0
     h = DR_SMP_HEADER.unpack(mad)
     assert h["Method"] | h["R"] << 7 == Method.GET_RESPONSE
@@ -176,7 +176,7 @@ def test_sa_queries_go_to_the_sm_and_its_answers_come_back(lab):
     sm, sm_peer = lab.attach(W2, issm=True)
     tool, tool_peer = lab.attach(W1)
     lab.ask(tool, tool_peer, lid_mad(0x03, 0x11, tid=7), dlid=104, dqp=1)
-    dlid, slid, dqp, sqp, _status, query = answer(sm_peer)
+    dlid, slid, dqp, _sqp, _status, query = answer(sm_peer)
     assert (dlid, slid, dqp) == (104, 100, 1)
     tid = MAD_HEADER.unpack(query)["TransactionID"]
     assert tid >> 48 == tool.id
@@ -190,7 +190,7 @@ def test_an_sm_attaching_shows_in_capability_mask_and_a_trap(lab):
     """IsSM follows the SM client; a port that reports capability changes sends trap
     144 to its master SM."""
     _route(lab)
-    master, master_peer = lab.attach(W1, issm=True)
+    _master, master_peer = lab.attach(W1, issm=True)
     w2 = lab.port(W2)
     w2.smlid = 100
     second, _ = lab.attach(W2, issm=True)

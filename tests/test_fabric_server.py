@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import SPECS
 from fabric_server import fabric_up
+from helpers import no_timestamp
+
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.cluster import find_port
-from helpers import no_timestamp
 
 pytestmark = pytest.mark.realtools
 

@@ -6,8 +6,8 @@ import pytest
 
 from fabriclab.errors import InputError
 from fabriclab.formats import ibnetdiscover
-from fabriclab.model.build import build
 from fabriclab.ib.enums import NodeType
+from fabriclab.model.build import build
 from fabriclab.model.fabric import diff_signatures
 from fabriclab.model.to_spec import spec_from_fabric
 from fabriclab.spec.schema import Spec

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from fabriclab.errors import InputError, SpecError
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.build import build
-from fabriclab.spec import hostlist
 from fabriclab.model.to_spec import spec_from_fabric
+from fabriclab.spec import hostlist
 from fabriclab.spec.load import parse_spec_text
 from fabriclab.spec.schema import Spec
 
@@ -105,7 +105,7 @@ def test_hostlist_count_agrees_with_expand(text):
             hostlist.expand(text)
         except hostlist.HostlistError:
             return
-        raise AssertionError(f"count refused {text!r}, expand did not")
+        raise AssertionError(f"count refused {text!r}, expand did not") from None
     try:
         names = hostlist.expand(text)
     except hostlist.HostlistError as e:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import hostile_cases as hc
+import pytest
 
 TIME_S = 10.0
 RSS_MB = 500.0

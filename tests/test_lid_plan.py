@@ -51,7 +51,7 @@ def _fabric():
     h2.port(1).lid, h2.port(1).lmc = 100, 2
     trays[0].hcas.append(h1)
     trays[1].hcas.append(h2)
-    return f, trays, dict(leaf1=leaf1, spine=spine, leaf2=leaf2, storage=storage, h1=h1, h2=h2)
+    return f, trays, {"leaf1": leaf1, "spine": spine, "leaf2": leaf2, "storage": storage, "h1": h1, "h2": h2}
 
 
 def test_switches_top_tier_first_then_cas_in_tray_order():

@@ -64,7 +64,7 @@ def test_disable_and_enable(lab):
 
 
 def test_disabling_both_ends_counts_once_each(lab):
-    links, router, traps, port = lab
+    links, _router, _traps, port = lab
     leaf5, w2 = port(LEAF, 5), port(W2)
     links.disable_port(leaf5)
     links.disable_port(w2)  # its link is already down: only its own port counts
@@ -76,7 +76,7 @@ def test_disabling_both_ends_counts_once_each(lab):
 
 
 def test_retrain_counts_nothing(lab):
-    links, router, traps, port = lab
+    links, _router, traps, port = lab
     leaf5, w2 = port(LEAF, 5), port(W2)
     leaf5.state = w2.state = PortState.ACTIVE
     links.retrain_port(w2)

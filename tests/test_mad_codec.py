@@ -18,17 +18,17 @@ import random
 import re
 
 import pytest
+from conftest import SPECS
+from fabric_server import fabric_up
+from helpers import run_tool, served
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SPECS
-from fabric_server import fabric_up
 from fabriclab.ib.mad import layouts
 from fabriclab.ib.mad.codec import Layout
 from fabriclab.ib.mad.consts import Attr
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
-from helpers import run_tool, served
 
 ALL = [v for v in vars(layouts).values() if isinstance(v, Layout)]
 

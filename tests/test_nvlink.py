@@ -49,7 +49,7 @@ def test_listed_domains_and_partitions():
             default_partition: false
             partitions: [{id: 2, gpus: 'n[4-5]:1'}]
         """)
-    a, b = c.domains
+    a, _b = c.domains
     assert {pid: [(g.tray.host, g.index) for g in gpus] for pid, gpus in a.partitions.items()} == {
         7: [("n1", 0), ("n1", 1), ("n2", 0), ("n2", 1), ("n2", 2), ("n2", 3)], 9: [("n3", 2), ("n3", 3)]}
     assert [g.clique for g in c.tray("n1").gpus] == [7, 7, 3, 3]

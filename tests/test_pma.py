@@ -9,11 +9,11 @@ import pytest
 
 from fabriclab.ib.caps import PM_ALL_PORT_SELECT
 from fabriclab.ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
 from fabriclab.ib.mad.layouts import (
     CLASS_PORT_INFO,
@@ -59,7 +59,7 @@ def gmp(port, attr: Attr, method: int = GET, **values):
 
 
 def test_class_port_info(lab):
-    sim, node = lab
+    _, node = lab
     leaf, ca = node(LEAF), node(W1)
     status, cpi = gmp(leaf.ports[0], Attr.CLASS_PORT_INFO)
     assert status == STATUS_OK and cpi["CapabilityMask"] & PM_ALL_PORT_SELECT
@@ -70,7 +70,7 @@ def test_class_port_info(lab):
 
 
 def test_port_counters_of_the_selected_port(lab):
-    sim, node = lab
+    _, node = lab
     leaf = node(LEAF)
     leaf.ports[3].counters.add("SymbolErrorCounter", 4)
     status, v = gmp(leaf.ports[0], Attr.PORT_COUNTERS, PortSelect=3)
@@ -82,7 +82,7 @@ def test_port_counters_of_the_selected_port(lab):
 
 
 def test_a_ca_answers_for_its_own_port_only(lab):
-    sim, node = lab
+    _, node = lab
     ca = node(W1).ports[1]
     ca.counters.add("LinkDownedCounter", 2)
     for select in (0, 1):
@@ -95,19 +95,19 @@ def test_a_ca_answers_for_its_own_port_only(lab):
 def test_mads_that_crossed_a_port_are_counted_when_read(lab):
     """Packets and data (in 4-byte words: a MAD on the wire is 72) of the MADs through a
     port show in both views."""
-    sim, node = lab
+    _, node = lab
     p = node(LEAF).ports[1]
     p.mad_out, p.mad_in = 5, 2
-    status, v = gmp(node(LEAF).ports[0], Attr.PORT_COUNTERS, PortSelect=1)
+    _, v = gmp(node(LEAF).ports[0], Attr.PORT_COUNTERS, PortSelect=1)
     assert (v["PortXmitPkts"], v["PortXmitData"]) == (5, 5 * MAD_WORDS)
     assert (v["PortRcvPkts"], v["PortRcvData"]) == (2, 2 * MAD_WORDS)
-    status, v = gmp(node(LEAF).ports[0], Attr.PORT_COUNTERS_EXT, PortSelect=1)
+    _status, v = gmp(node(LEAF).ports[0], Attr.PORT_COUNTERS_EXT, PortSelect=1)
     assert (v["PortUnicastXmitPkts"], v["PortUnicastRcvPkts"]) == (5, 2)
     assert p.mad_out == 0  # now in the counters
 
 
 def test_set_resets_the_selected_counters_and_answers_after_the_reset(lab):
-    sim, node = lab
+    _, node = lab
     leaf = node(LEAF)
     c = leaf.ports[2].counters
     c.add("SymbolErrorCounter", 9)
@@ -126,7 +126,7 @@ def test_set_resets_the_selected_counters_and_answers_after_the_reset(lab):
 
 
 def test_all_port_select_sums_every_port_of_a_switch(lab):
-    sim, node = lab
+    _, node = lab
     leaf = node(LEAF)
     for num in (1, 2, 9):
         leaf.ports[num].counters.add("LinkDownedCounter", 100)
@@ -165,7 +165,7 @@ def test_extended_counters_without_the_additional_ones():
 
 
 def test_error_details(lab):
-    sim, node = lab
+    _, node = lab
     leaf = node(LEAF)
     for attr, layout in ((Attr.PORT_RCV_ERROR_DETAILS, PORT_RCV_ERROR_DETAILS),
                          (Attr.PORT_XMIT_DISCARD_DETAILS, PORT_XMIT_DISCARD_DETAILS)):

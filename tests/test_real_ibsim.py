@@ -4,14 +4,14 @@ the real opensm brings the subnet up, the real ibnetdiscover discovers it."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import SPECS
+from realtools import ibsim
+
 from fabriclab.formats import ibnetdiscover, ibsim_net
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.model.fabric import diff_signatures
 from fabriclab.spec.load import load_spec
-from realtools import ibsim
 
 pytestmark = pytest.mark.realtools
 
@@ -59,7 +59,7 @@ def test_real_ibnetdiscover_finds_the_model(discovered):
     dump = ibnetdiscover.parse(text, "real ibnetdiscover")
     assert dump.warnings == []
     model = cluster.fabric
-    kw = dict(rates=False, ca_port_guids=False)
+    kw = {"rates": False, "ca_port_guids": False}
     assert dump.fabric.same_as(model, **kw), "\n".join(diff_signatures(dump.fabric, model, **kw))
     assert dump.from_guid == start.node.guid
     assert len(dump.fabric.nodes) == len(model.nodes)
@@ -84,7 +84,7 @@ def test_renderer_equals_real_ports_report(discovered):
 
 
 def test_ports_report_parses_to_the_same_links(discovered):
-    cluster, start, _, ports, _ = discovered
+    cluster, _start, _, ports, _ = discovered
     dump = ibnetdiscover.parse(ports, "real ibnetdiscover -p")
     assert dump.kind == "ports"
     model = cluster.fabric
@@ -104,7 +104,7 @@ def test_ports_report_parses_to_the_same_links(discovered):
 @pytest.mark.parametrize("flag", ["-g", "-f", "-m"])
 def test_real_variants_parse_to_the_same_fabric(discovered, flag):
     """Grouping (-g), full port fields (-f) and hop counts (-m) do not confuse the parser."""
-    cluster, start, text, _, variants = discovered
+    _cluster, _start, text, _, variants = discovered
     base = ibnetdiscover.parse(text, "default").fabric
     dump = ibnetdiscover.parse(variants[flag], flag)
     assert dump.warnings == []
@@ -114,8 +114,6 @@ def test_real_variants_parse_to_the_same_fabric(discovered, flag):
 def test_max_hops_and_mad_count_match_the_real_tool(discovered):
     cluster, start, _, _, variants = discovered
     ours = ibnetdiscover.render(cluster.fabric, start, report_max_hops=True)
-    want = [line for line in variants["-m"].splitlines() if line.startswith("# Reported") or
-            line.startswith("# Total MADs")]
-    got = [line for line in ours.splitlines() if line.startswith("# Reported") or
-           line.startswith("# Total MADs")]
+    want = [line for line in variants["-m"].splitlines() if line.startswith(("# Reported", "# Total MADs"))]
+    got = [line for line in ours.splitlines() if line.startswith(("# Reported", "# Total MADs"))]
     assert got == want and len(want) == 2

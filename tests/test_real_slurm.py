@@ -12,16 +12,16 @@ import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import SPECS
+from slurm_harness import Switch, expand_hostlist, parse_topology, slurm_available, slurm_cluster
+
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
-from slurm_harness import Switch, expand_hostlist, parse_topology, slurm_available, slurm_cluster
 
 pytestmark = pytest.mark.realtools
 

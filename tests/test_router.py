@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fabriclab.ib.enums import PhysState, PortState
-from fabriclab.ib.mad.consts import Attr, Method, STATUS_OK
+from fabriclab.ib.mad.consts import STATUS_OK, Attr, Method
 from fabriclab.ib.mad.layouts import SWITCH_INFO
 from fabriclab.model.build import build
 from fabriclab.sim.router import Router, dr_in, dr_out, lid_route

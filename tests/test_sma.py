@@ -9,11 +9,11 @@ import pytest
 
 from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.ib.mad.consts import (
-    Attr,
-    Method,
     STATUS_INVALID_FIELD,
     STATUS_METHOD_ATTR_UNSUPPORTED,
     STATUS_OK,
+    Attr,
+    Method,
 )
 from fabriclab.ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
 from fabriclab.model.build import build
@@ -82,7 +82,7 @@ def field(reply: bytes, name: str) -> int:
 
 
 def test_node_info_is_read_through_the_port_it_is_asked_on(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     status, ni = smp(sma, ca, Attr.NODE_INFO)
     v = NODE_INFO.unpack(ni)
@@ -96,7 +96,7 @@ def test_node_info_is_read_through_the_port_it_is_asked_on(lab):
 
 @pytest.mark.parametrize("attr", [Attr.NODE_INFO, Attr.NODE_DESC])
 def test_read_only_attributes_refuse_a_set_and_stay(lab, attr):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     before = smp(sma, ca, attr)[1]
     status, reply = smp(sma, ca, attr, SET, data=b"\xff" * 64)
@@ -105,7 +105,7 @@ def test_read_only_attributes_refuse_a_set_and_stay(lab, attr):
 
 
 def test_node_description_is_the_models(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     assert smp(sma, port(LEAF), Attr.NODE_DESC)[1].rstrip(b"\0").decode() == LEAF
 
 
@@ -115,7 +115,7 @@ def test_node_description_is_the_models(lab):
 def test_port_info_get_fresh_fabric(lab):
     """After power-on: cabled ports physically up and INIT, port 0 ACTIVE, uncabled ports
     Polling/Down; LIDs of the LID plan on end ports; LocalPort is the port asked on."""
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     pi = smp(sma, ca, Attr.PORT_INFO)[1]
     assert field(pi, "LinkState") == PortState.INIT
@@ -132,7 +132,7 @@ def test_port_info_get_fresh_fabric(lab):
 
 
 def test_port_info_of_a_port_that_does_not_exist_is_an_invalid_field(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     assert smp(sma, port(LEAF), Attr.PORT_INFO, mod=66)[0] == STATUS_INVALID_FIELD
     assert smp(sma, port(W1), Attr.PORT_INFO, mod=2)[0] == STATUS_INVALID_FIELD
 
@@ -141,7 +141,7 @@ def test_port_info_of_a_port_that_does_not_exist_is_an_invalid_field(lab):
 
 
 def test_port_state_goes_init_armed_active_in_order(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca, leaf = port(W1), port(LEAF, 1)
     # INIT -> ACTIVE skips ARMED: refused, and nothing changes
     status, reply = set_port_info(sma, ca, LinkState=PortState.ACTIVE)
@@ -162,7 +162,7 @@ def test_port_state_goes_init_armed_active_in_order(lab):
 
 
 def test_a_port_without_a_link_cannot_be_armed(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     status, _ = set_port_info(sma, port(LEAF), mod=40, LinkState=PortState.ARMED)
     assert status == STATUS_INVALID_FIELD
     assert port(LEAF, 40).state == PortState.DOWN
@@ -173,7 +173,7 @@ def test_a_port_without_a_link_cannot_be_armed(lab):
 def test_states_a_set_may_not_ask_for(lab, values):
     """LinkState may be set to NOP, Down, Armed or Active; PhysLinkState to NOP, Polling
     or Disabled (14.2.5.6): anything else is an invalid field, and nothing changes."""
-    sim, sma, events, port = lab
+    _sim, sma, events, port = lab
     ca = port(W1)
     before = smp(sma, ca, Attr.PORT_INFO)[1]
     status, reply = set_port_info(sma, ca, Lid=555, **values)
@@ -184,7 +184,7 @@ def test_states_a_set_may_not_ask_for(lab, values):
 def test_link_changes_go_to_the_fabric(lab):
     """PhysLinkState Disabled, Polling on a disabled port and LinkState Down are the
     fabric's to carry out (both ends of the link change)."""
-    sim, sma, events, port = lab
+    _sim, sma, events, port = lab
     leaf = port(LEAF)
     assert set_port_info(sma, leaf, mod=3, PhysLinkState=PhysState.DISABLED)[0] == STATUS_OK
     assert events.calls == [("disable", port(LEAF, 3))]
@@ -202,7 +202,7 @@ def test_link_changes_go_to_the_fabric(lab):
 
 
 def test_port_info_set_applies_end_port_fields(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     status, reply = set_port_info(sma, ca, Lid=0x1234, SMLid=7, LMC=2, SMSL=3, SubnetTimeout=18,
                                   ClientReregister=1, Mkey=0xAB, MkeyLeasePeriod=9,
@@ -219,7 +219,7 @@ def test_port_info_set_applies_end_port_fields(lab):
 def test_a_switch_external_port_has_no_lid_of_its_own(lab):
     """LID, SM LID, LMC, M_Key ... belong to end ports: a Set of them on a switch's
     external port is accepted and changes nothing there."""
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     status, reply = set_port_info(sma, port(LEAF), mod=1, Lid=77, SMLid=5, LMC=3, HoqLife=12)
     assert status == STATUS_OK
     assert (field(reply, "Lid"), field(reply, "SMLid"), field(reply, "LMC")) == (0, 0, 0)
@@ -228,7 +228,7 @@ def test_a_switch_external_port_has_no_lid_of_its_own(lab):
 
 
 def test_zero_means_no_change_in_enabled_fields(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     assert set_port_info(sma, ca, LinkWidthEnabled=1, LinkSpeedEnabled=3, NeighborMTU=4,
                          OperVLs=2, LinkDownDefState=PhysState.DISABLED,
@@ -246,7 +246,7 @@ def test_zero_means_no_change_in_enabled_fields(lab):
 def test_all_ones_means_every_supported_value(lab):
     """LinkWidthEnabled 0xFF, LinkSpeedEnabled 15 and LinkSpeedExtEnabled 31 set the
     enabled values to what the port supports."""
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     set_port_info(sma, ca, LinkWidthEnabled=1, LinkSpeedEnabled=1, LinkSpeedExtEnabled=1)
     status, reply = set_port_info(sma, ca, LinkWidthEnabled=0xFF, LinkSpeedEnabled=0xF,
@@ -262,7 +262,7 @@ def test_all_ones_means_every_supported_value(lab):
 def test_an_invalid_port_info_set_changes_nothing(lab):
     """NeighborMTU above MtuCap or OperVLs above VLCap: invalid field, and none of the
     other fields of the same Set are applied."""
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     before = smp(sma, ca, Attr.PORT_INFO)[1]
     for bad in ({"NeighborMTU": field(before, "MtuCap") + 1},
@@ -274,7 +274,7 @@ def test_an_invalid_port_info_set_changes_nothing(lab):
 
 
 def test_read_only_port_info_fields_ignore_a_set(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     before = smp(sma, ca, Attr.PORT_INFO)[1]
     status, reply = set_port_info(sma, ca, CapMask=0, LinkWidthSupported=0, MtuCap=1, VLCap=1,
@@ -305,7 +305,7 @@ def test_a_ca_sma_sets_only_the_port_it_is_reached_on():
 
 
 def test_switch_info_set(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     leaf = port(LEAF)
     status, si = smp(sma, leaf, Attr.SWITCH_INFO)
     v = SWITCH_INFO.unpack(si)
@@ -329,12 +329,12 @@ def test_switch_info_set(lab):
 
 @pytest.mark.parametrize("attr", [Attr.SWITCH_INFO, Attr.LINEAR_FDB, Attr.MCAST_FDB])
 def test_switch_attributes_on_a_ca_are_unsupported(lab, attr):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     assert smp(sma, port(W1), attr)[0] == STATUS_METHOD_ATTR_UNSUPPORTED
 
 
 def test_linear_forwarding_table_blocks(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     leaf = port(LEAF)
     status, block = smp(sma, leaf, Attr.LINEAR_FDB, mod=1)
     assert status == STATUS_OK and block == b"\xff" * 64  # nothing routed yet
@@ -351,7 +351,7 @@ def test_linear_forwarding_table_blocks(lab):
 
 
 def test_multicast_forwarding_table_blocks(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     leaf = port(LEAF)
     data = bytes(range(1, 65))
     mod = (1 << 28) | 3  # ports 16-31 of MLID block 3
@@ -367,7 +367,7 @@ def test_multicast_forwarding_table_blocks(lab):
 
 def test_guid_info(lab):
     """GUID 0 is the port's own and cannot be set; entries beyond GuidCap read 0."""
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     status, block = smp(sma, ca, Attr.GUID_INFO)
     assert status == STATUS_OK
@@ -384,7 +384,7 @@ def test_guid_info(lab):
 
 
 def test_pkey_table(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     status, block = smp(sma, ca, Attr.PKEY_TABLE)
     assert status == STATUS_OK and block == b"\xff\xff" + bytes(62)  # default partition
@@ -401,7 +401,7 @@ def test_pkey_table(lab):
 
 
 def test_sl_to_vl(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca, leaf = port(W1), port(LEAF)
     assert smp(sma, ca, Attr.SL_TO_VL)[1][:8] == DEFAULT_SL2VL
     table = bytes.fromhex("0011223344556677")
@@ -413,7 +413,7 @@ def test_sl_to_vl(lab):
 
 
 def test_vl_arbitration(lab):
-    sim, sma, _, port = lab
+    _sim, sma, _, port = lab
     ca = port(W1)
     # VLArbLowCap = VLArbHighCap = 8: blocks 1 (low) and 3 (high), 8 entries each
     entries = bytes(range(1, 65))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from fabriclab.ib import rates
 from fabriclab.ib.enums import NodeType
 from fabriclab.model.fabric import Fabric, Node
@@ -27,7 +29,7 @@ def _fabric():
               (d, 2, e, 1), (e, 2, an, 1)]
     for x, xp, y, yp in cables:
         f.connect(x.port(xp), y.port(yp), W, S)
-    return f, dict(a=a, b=b, c=c, d=d, e=e, lone=lone, h1=h1, h2=h2)
+    return f, {"a": a, "b": b, "c": c, "d": d, "e": e, "lone": lone, "h1": h1, "h2": h2}
 
 
 def test_switch_tiers_count_hops_from_the_start_set():
@@ -38,7 +40,7 @@ def test_switch_tiers_count_hops_from_the_start_set():
 
 
 def test_switch_tiers_walk_only_the_switches_given():
-    f, n = _fabric()
+    _f, n = _fabric()
     tier = switch_tiers([n["a"], n["b"], n["c"], n["e"]], {id(n["h1"]), id(n["h2"])})
     assert {k: tier.get(id(n[k])) for k in "abce"} == {"a": 1, "b": 1, "c": 2, "e": None}
 
@@ -58,7 +60,7 @@ def test_assign_tiers_names_tiers_above_three():
     chain = [f.add(Node(NodeType.SWITCH, 0x10 + i, 4, f"s{i}")) for i in range(5)]
     host = f.add(Node(NodeType.CA, 0x99, 1, "h mlx5_0"))
     f.connect(host.port(1), chain[0].port(1), W, S)
-    for low, high in zip(chain, chain[1:]):
+    for low, high in itertools.pairwise(chain):
         f.connect(low.port(2), high.port(3), W, S)
     assign_tiers(f)
     assert [s.role for s in chain] == ["leaf", "spine", "core", "tier-4", "tier-5"]

@@ -6,17 +6,31 @@ from __future__ import annotations
 import json
 
 import pytest
+from topograph_sets import (
+    block_test_set,
+    block_with_dfs_ib_test_set,
+    block_with_diff_num_node_test_set,
+    block_with_ib_test_set,
+    block_with_multi_ib_test_set,
+    short_name_test_set,
+    tree_test_set,
+)
 
 from fabriclab.formats import nvidia_smi
 from fabriclab.topology.cluset import compact
 from fabriclab.topology.engines import k8s_labels
-from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, SlurmConfig, TopologySpec, generate
+from fabriclab.topology.engines.slurm import (
+    BLOCK,
+    FLAT,
+    TREE,
+    BlockName,
+    SlurmConfig,
+    TopologySpec,
+    generate,
+)
 from fabriclab.topology.graph import DomainMap, Graph
 from fabriclab.topology.providers import infiniband
 from fabriclab.topology.providers.simulation_model import SimulationModel
-from topograph_sets import (block_test_set, block_with_dfs_ib_test_set, block_with_diff_num_node_test_set,
-                            block_with_ib_test_set, block_with_multi_ib_test_set, short_name_test_set,
-                            tree_test_set)
 
 T = TopologySpec
 

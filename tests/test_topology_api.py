@@ -11,10 +11,8 @@ import subprocess
 import sys
 import time
 
-
 import httpx
 import pytest
-
 from conftest import FIXTURES
 from helpers import free_port
 

@@ -18,11 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import positive_data_acceptance
-
 from conftest import FIXTURES
 from helpers import free_port
+from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from fabriclab.topology import server
 
@@ -52,7 +51,7 @@ class Server:
              "--port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self.log.open("w"), env={**os.environ, **(env or {})})
 
-    def wait_ready(self) -> "Server":
+    def wait_ready(self) -> Server:
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -127,7 +126,7 @@ def test_malformed_bodies_are_4xx_not_500(srv, body, status, fragment):
 
 # --- 2. wrongly typed fields stored a 500 result ----------------------------------------
 
-def _req(provider: dict | str = None, engine: dict | str = None, **extra) -> str:
+def _req(provider: dict | str | None = None, engine: dict | str | None = None, **extra) -> str:
     body = {"provider": {"name": "test"} if provider is None else provider,
             "engine": {"name": "slurm"} if engine is None else engine, **extra}
     return json.dumps(body)
@@ -283,7 +282,7 @@ def test_streamed_body_over_the_limit_is_413_and_memory_stays_flat(srv):
     hwm = srv.status("VmHWM")
     head = b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
-    answer, sent = _raw_request(srv.port, head, (chunk for _ in range(100)))
+    answer, _sent = _raw_request(srv.port, head, (chunk for _ in range(100)))
     assert answer.startswith(b"HTTP/1.1 413 "), answer
     assert (srv.status("VmHWM") - hwm) < 64 * 1024, "peak RSS grew by more than 64 MB"
     assert httpx.get(f"{srv.base}/healthz").status_code == 200

@@ -71,8 +71,8 @@ def test_nvidia_smi_na_and_missing_host(lab_files, tmp_path):
     ib, smi = lab_files
     lines = smi.read_text().splitlines()
     bad = tmp_path / "smi-bad.txt"
-    bad.write_text("\n".join([l.replace(f"{UUID}, 1", "N/A, N/A") if l.startswith("sched-worker2") else l
-                              for l in lines if not l.startswith("sched-worker1")] + ["garbage"]) + "\n")
+    bad.write_text("\n".join([ln.replace(f"{UUID}, 1", "N/A, N/A") if ln.startswith("sched-worker2") else ln
+                              for ln in lines if not ln.startswith("sched-worker1")] + ["garbage"]) + "\n")
     r = fl("topology", "--ibnetdiscover", str(ib), "--nvidia-smi", str(bad), "-e", "slurm-block",
            "--nodes", "sched-worker[1-2]")
     assert r.returncode == 2 and "block topology contains no accelerator domains" in r.stderr

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from topology_graphs import racks, two_leaves
 
-from fabriclab.topology.engines.k8s_labels import LabelError, kubectl_script, label_value, labels_json, node_labels
+from fabriclab.topology.engines.k8s_labels import (
+    LabelError,
+    kubectl_script,
+    label_value,
+    labels_json,
+    node_labels,
+)
 from fabriclab.topology.fnv import fnv1a64
 from fabriclab.topology.graph import DomainMap, Graph
-from topology_graphs import racks, two_leaves
 
 
 def test_fnv1a64_is_gos_hash_fnv_new64a():

@@ -4,12 +4,12 @@ topograph's block-tree complement (block_tree.py), in-process."""
 from __future__ import annotations
 
 import pytest
+from topology_graphs import racks, two_leaves
 
 from fabriclab.topology.engines.slurm import BlockName, SlurmTopologyError
 from fabriclab.topology.engines.slurm.block_names import block_names
 from fabriclab.topology.engines.slurm.block_tree import complement, infer_two_level_block_sizes
 from fabriclab.topology.engines.slurm.blocks import Block, block_sizes, domain_blocks
-from topology_graphs import racks, two_leaves
 
 
 def test_domain_blocks_one_per_domain_sorted():
@@ -47,7 +47,7 @@ def test_block_name_refuses_what_topograph_refuses(naming, nodes, message):
 
 
 def test_block_name_refuses_a_bad_regexp_in_re2_syntax():
-    with pytest.raises(SlurmTopologyError, match="invalid blockName.nodeNameRegexp"):
+    with pytest.raises(SlurmTopologyError, match=r"invalid blockName\.nodeNameRegexp"):
         BlockName("(?<=x)y", "z")  # a lookbehind: Python's re has it, Go's (RE2) does not
 
 

@@ -3,11 +3,12 @@ and without node lists."""
 
 from __future__ import annotations
 
+from topology_graphs import node, racks, switch, two_leaves
+
 from fabriclab.topology.engines.slurm import BLOCK, TREE, BlockName, SlurmConfig
 from fabriclab.topology.engines.slurm.network import NetworkTopology
 from fabriclab.topology.engines.slurm.topology_conf import block_conf, tree_conf
 from fabriclab.topology.graph import DomainMap, Graph
-from topology_graphs import node, racks, switch, two_leaves
 
 
 def test_tree_conf_breadth_first_with_compact_lists():

@@ -4,11 +4,19 @@ graph indexed for the writers (engines/slurm/network.py), in-process."""
 from __future__ import annotations
 
 import pytest
+from topology_graphs import node, switch, two_leaves
 
-from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, BlockName, SlurmConfig, SlurmTopologyError, TopologySpec
+from fabriclab.topology.engines.slurm import (
+    BLOCK,
+    FLAT,
+    TREE,
+    BlockName,
+    SlurmConfig,
+    SlurmTopologyError,
+    TopologySpec,
+)
 from fabriclab.topology.engines.slurm.network import NetworkTopology
 from fabriclab.topology.graph import DomainMap, Graph
-from topology_graphs import node, switch, two_leaves
 
 
 @pytest.mark.parametrize("config,graph,message", [

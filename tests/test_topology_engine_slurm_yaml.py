@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from topology_graphs import two_leaves
 
 from fabriclab.topology.cluset import MAX_EXPANDED
-from fabriclab.topology.engines.slurm import BLOCK, FLAT, TREE, SlurmConfig, SlurmTopologyError, TopologySpec
+from fabriclab.topology.engines.slurm import (
+    BLOCK,
+    FLAT,
+    TREE,
+    SlurmConfig,
+    SlurmTopologyError,
+    TopologySpec,
+)
 from fabriclab.topology.engines.slurm.network import NetworkTopology
 from fabriclab.topology.engines.slurm.topology_units import TopologyUnit, topology_units
 from fabriclab.topology.engines.slurm.topology_yaml import topology_yaml
-from topology_graphs import two_leaves
 
 
 def units(topologies: dict[str, TopologySpec]) -> list[TopologyUnit]:

@@ -8,8 +8,8 @@ import json
 import textwrap
 
 import pytest
-
 from conftest import SPECS
+
 from fabriclab.formats import nvidia_smi
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec, parse_spec_text

@@ -17,8 +17,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-
 from conftest import SPECS
+
 from fabriclab.model.build import build
 from fabriclab.spec.load import load_spec
 from fabriclab.topology import inputs as topology_inputs

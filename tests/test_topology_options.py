@@ -10,7 +10,12 @@ import sys
 import pytest
 
 from fabriclab.topology.errors import OptionError, TopologyProblem
-from fabriclab.topology.options import load_topologies, parse_block_name, parse_block_sizes, validate_block_sizes
+from fabriclab.topology.options import (
+    load_topologies,
+    parse_block_name,
+    parse_block_sizes,
+    validate_block_sizes,
+)
 
 
 def fl(*args: str) -> subprocess.CompletedProcess:

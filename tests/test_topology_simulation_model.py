@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import FIXTURES
 from starlette.testclient import TestClient
 
-from conftest import FIXTURES
 from fabriclab.topology import server
 from fabriclab.topology.providers.simulation_model import SimulationModel, SimulationModelError
 

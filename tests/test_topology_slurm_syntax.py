@@ -11,12 +11,13 @@ document:
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 import yaml
-
 from conftest import SPECS
+
 from fabriclab.model.build import build
 from fabriclab.spec.hostlist import expand
 from fabriclab.spec.load import load_spec
@@ -51,7 +52,7 @@ def check_block_conf(text: str) -> tuple[dict[str, list[str]], list[int]]:
             assert len(name) <= 64 and name not in blocks, f"line {n}: block {name}"
             blocks[name] = expand(kv["nodes"]) if "nodes" in kv else []
     assert sizes, "no BlockSizes line"
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         ratio = b // a
         assert b % a == 0 and ratio > 1 and ratio & (ratio - 1) == 0, f"BlockSizes {sizes}"
     every = [n for nodes in blocks.values() for n in nodes]

@@ -10,7 +10,6 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 import yaml
@@ -22,8 +21,8 @@ from .formats import ibnetdiscover, ibsim_net, nvidia_smi
 from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster
-from .sim.admission import DEFAULT_MAX_CLIENTS
 from .model.to_spec import spec_from_fabric
+from .sim.admission import DEFAULT_MAX_CLIENTS
 from .spec.load import load_spec, locate, preset_names
 
 app = typer.Typer(
@@ -57,7 +56,7 @@ def _say(line: str) -> None:
     err.print(line, markup=False)
 
 
-def _write(text: str, output: Optional[Path]) -> None:
+def _write(text: str, output: Path | None) -> None:
     if output is None or str(output) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -99,7 +98,7 @@ def presets() -> None:
 
 @app.command()
 def validate(spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
-             trays: Optional[int] = TraysOpt) -> None:
+             trays: int | None = TraysOpt) -> None:
     """Check a spec; exit 0 when valid, 2 with one error line per problem."""
     c = _cluster(spec, trays)
     f = c.fabric
@@ -109,7 +108,7 @@ def validate(spec: str = typer.Argument(..., help="A spec YAML file or a preset 
 
 @app.command()
 def inspect(spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
-            trays: Optional[int] = TraysOpt) -> None:
+            trays: int | None = TraysOpt) -> None:
     """Summarize a cluster: trays, GPUs, HCAs, switch tiers, links, NVLink domains."""
     c = _cluster(spec, trays)
     f = c.fabric
@@ -174,12 +173,12 @@ class RenderFormat(str, Enum):
 def render(
     spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
     format: RenderFormat = typer.Argument(..., help="Which tool's output to produce."),
-    from_: Optional[str] = typer.Option(None, "--from", help="Run as if on this tray "
+    from_: str | None = typer.Option(None, "--from", help="Run as if on this tray "
                                         "(HOST, HOST:HCA[:PORT]) or CA; default: the first tray."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
     max_hops: bool = typer.Option(False, "-m", "--max-hops", help="ibnetdiscover -m: report hops and MADs."),
-    trays: Optional[int] = TraysOpt,
-    tool_args: Optional[list[str]] = typer.Argument(
+    trays: int | None = TraysOpt,
+    tool_args: list[str] | None = typer.Argument(
         None, help="After --: the tool's own arguments (nvidia-smi: --query-gpu=… --format=csv[,noheader], or -q)."),
 ) -> None:
     """Print what a real tool would print for this fabric."""
@@ -217,20 +216,20 @@ class Engine(str, Enum):
 
 @app.command()
 def topology(
-    spec: Optional[str] = typer.Argument(None, help="A spec or preset (or use --ibnetdiscover)."),
+    spec: str | None = typer.Argument(None, help="A spec or preset (or use --ibnetdiscover)."),
     engine: Engine = typer.Option(Engine.slurm_tree, "--engine", "-e", help="What to produce."),
-    ib_files: Optional[list[Path]] = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output of a real cluster (repeatable)."),
-    smi_file: Optional[Path] = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers: 'host: <uuid>, <clique>'."),
-    nodes: Optional[str] = typer.Option(None, "--nodes", help="The scheduler's nodes: a file or a hostlist."),
-    compat: Optional[str] = typer.Option(None, "--compat", help="'topograph': byte-identical to topograph, quirks included."),
+    ib_files: list[Path] | None = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output of a real cluster (repeatable)."),
+    smi_file: Path | None = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers: 'host: <uuid>, <clique>'."),
+    nodes: str | None = typer.Option(None, "--nodes", help="The scheduler's nodes: a file or a hostlist."),
+    compat: str | None = typer.Option(None, "--compat", help="'topograph': byte-identical to topograph, quirks included."),
     names: bool = typer.Option(False, "--names", help="Switch names (LAB-IBLEAF-01) instead of ids."),
-    block_sizes: Optional[str] = typer.Option(None, "--block-sizes", help="slurm-block: e.g. 18,36,72 (default: inferred)."),
-    block_name: Optional[str] = typer.Option(None, "--block-name", help="slurm-block: REGEXP=FORMAT, e.g. '^gb-r([0-9]+)=rack${1}'."),
-    topologies: Optional[Path] = typer.Option(None, "--topologies", help="slurm-yaml: YAML of named topologies."),
+    block_sizes: str | None = typer.Option(None, "--block-sizes", help="slurm-block: e.g. 18,36,72 (default: inferred)."),
+    block_name: str | None = typer.Option(None, "--block-name", help="slurm-block: REGEXP=FORMAT, e.g. '^gb-r([0-9]+)=rack${1}'."),
+    topologies: Path | None = typer.Option(None, "--topologies", help="slurm-yaml: YAML of named topologies."),
     skeleton: bool = typer.Option(False, "--skeleton", help="Slurm output without node lists."),
     label_format: str = typer.Option("json", "--format", help="k8s-labels: json or script."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
-    trays: Optional[int] = TraysOpt,
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    trays: int | None = TraysOpt,
 ) -> None:
     """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec or a real
     cluster's ibnetdiscover and nvidia-smi output.  Exit 0: complete; 1: produced, but
@@ -250,21 +249,21 @@ def topology(
 
 @app.command("serve-topology")
 def serve_topology(
-    spec: Optional[str] = typer.Argument(None, help="A spec or preset to answer for (or --ibnetdiscover)."),
-    ib_files: Optional[list[Path]] = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output (repeatable)."),
-    smi_file: Optional[Path] = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers."),
-    compat: Optional[str] = typer.Option(None, "--compat", help="'topograph': answer exactly as topograph."),
+    spec: str | None = typer.Argument(None, help="A spec or preset to answer for (or --ibnetdiscover)."),
+    ib_files: list[Path] | None = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output (repeatable)."),
+    smi_file: Path | None = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers."),
+    compat: str | None = typer.Option(None, "--compat", help="'topograph': answer exactly as topograph."),
     names: bool = typer.Option(False, "--names", help="Switch names instead of ids."),
-    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
+    models_dir: Path | None = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; any but a loopback "
                              "address needs a token."),
     port: int = typer.Option(49021, "--port", min=1, max=65535),
-    token: Optional[str] = typer.Option(None, "--token", envvar="FABRICLAB_TOPOLOGY_TOKEN",
+    token: str | None = typer.Option(None, "--token", envvar="FABRICLAB_TOPOLOGY_TOKEN",
                                         show_envvar=True, help="Clients must send 'Authorization: Bearer "
                                         "TOKEN' (prefer the environment variable: a command line is "
                                         "visible to every local user)."),
     delay: float = typer.Option(2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."),
-    trays: Optional[int] = TraysOpt,
+    trays: int | None = TraysOpt,
 ) -> None:
     """Serve topograph's HTTP API (/v1/generate, /v1/topology, /v1/lookup, /healthz)."""
     from .topology import server
@@ -300,25 +299,25 @@ def up(
     name: str = NameOpt,
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; "
                                 "'fabriclab down' stops it."),
-    listen: Optional[str] = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
+    listen: str | None = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
                                          "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT); "
                                          "a non-loopback HOST needs --allow."),
-    allow: Optional[str] = typer.Option(None, "--allow", metavar="NETWORK[,…]",
+    allow: str | None = typer.Option(None, "--allow", metavar="NETWORK[,…]",
                                         help="Remote mode: the networks "
                                         "that may attach, NETWORK[,NETWORK…] (CIDR); others "
                                         "are ignored.  Default: loopback."),
-    allow_user: Optional[list[str]] = typer.Option(None, "--allow-user", metavar="USER",
+    allow_user: list[str] | None = typer.Option(None, "--allow-user", metavar="USER",
                                                    help="Users (names "
                                                    "or uids, repeatable) whose tools may "
                                                    "attach besides your own."),
     max_clients: int = typer.Option(DEFAULT_MAX_CLIENTS, "--max-clients", min=1,
                                     help="At most this many tools attached at once."),
     sm: bool = typer.Option(False, "--sm", help="Also run the real OpenSM on the fabric."),
-    sm_at: Optional[str] = typer.Option(None, "--sm-at", help="Where OpenSM runs (a tray, "
+    sm_at: str | None = typer.Option(None, "--sm-at", help="Where OpenSM runs (a tray, "
                                         "HOST:HCA, CA or switch); default: the first tray."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log clients (-v), "
                                 "and every routing decision (-vv)."),
-    trays: Optional[int] = TraysOpt,
+    trays: int | None = TraysOpt,
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
@@ -386,7 +385,7 @@ def shims(
 def import_(
     file: Path = typer.Argument(..., help="ibnetdiscover output (default or -p) from a real fabric."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the spec YAML ('-' = stdout)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Spec name (default: the file's stem)."),
+    name: str | None = typer.Option(None, "--name", help="Spec name (default: the file's stem)."),
     gpus_per_hca: int = typer.Option(1, "--gpus-per-hca", min=0, max=64, help="GPUs to give a tray per HCA."),
 ) -> None:
     """Turn a real ibnetdiscover dump into an explicit spec every command can use."""

@@ -6,4 +6,4 @@ from __future__ import annotations
 from .ibnetdiscover_parse import Dump, parse, parse_file, read_file
 from .ibnetdiscover_render import header, render, render_ports
 
-__all__ = ["render", "render_ports", "parse", "parse_file", "read_file", "Dump", "header"]
+__all__ = ["Dump", "header", "parse", "parse_file", "read_file", "render", "render_ports"]

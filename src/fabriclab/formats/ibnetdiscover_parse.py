@@ -252,7 +252,7 @@ class _Parser:
             if c0 == "[":
                 self.warn(no, "port line outside a node block")
                 continue
-            if line.startswith("ibwarn") or _GROUPING.match(line) or line.startswith(("Topology file", "Initiated")):
+            if line.startswith(("ibwarn", "Topology file", "Initiated")) or _GROUPING.match(line):
                 continue
             if _DIRECTIVE.match(line):
                 continue

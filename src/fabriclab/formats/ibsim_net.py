@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ib import rates
-from ..model.fabric import Fabric
 from ..ib.enums import NodeType
+from ..model.fabric import Fabric
 from .ibnetdiscover_render import ca_block, switch_block
 
 

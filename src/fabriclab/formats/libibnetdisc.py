@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..model.fabric import Fabric, Node, Port
 from ..ib.devices import mlnx_ext_port_info_supported
+from ..model.fabric import Fabric, Node, Port
 
 _NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER, _EXT_PORT_INFO = 0, 1, 2, 3, 4
 

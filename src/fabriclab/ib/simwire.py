@@ -75,8 +75,17 @@ class RequestView:
     its addresses and status, and its MAD (``mad``, a :class:`MadView`).  Like the MAD
     view, its readers and writers are struct functions bound to the buffer once."""
 
-    __slots__ = ("mem", "whole", "mad", "addresses", "set_slid", "set_status", "_addresses",
-                 "_turn_mad", "_clear_status")
+    __slots__ = (
+        "_addresses",
+        "_clear_status",
+        "_turn_mad",
+        "addresses",
+        "mad",
+        "mem",
+        "set_slid",
+        "set_status",
+        "whole",
+    )
 
     def __init__(self, buf: bytearray):
         self.mem = memoryview(buf)
@@ -112,7 +121,7 @@ class Ctl:
     data: bytes
 
     @classmethod
-    def decode(cls, raw: bytes) -> "Ctl":
+    def decode(cls, raw: bytes) -> Ctl:
         """A control record; ValueError when it is not one."""
         if len(raw) != CTL.size:
             raise ValueError(f"control record of {len(raw)} bytes (want {CTL.size})")
@@ -121,7 +130,7 @@ class Ctl:
             raise ValueError(f"bad magic 0x{magic:08x}")
         return cls(clientid, type_, length, data)
 
-    def error(self) -> "Ctl":
+    def error(self) -> Ctl:
         """The answer refusing this request: libumad2sim's sim_ctl() fails on it, so the
         tool stops ("ctl error", then "cannot init umad2sim") instead of waiting."""
         return Ctl(self.clientid, CTL_ERROR, self.length, self.data)

@@ -25,9 +25,9 @@ def host_and_hca(desc: str) -> tuple[str, str] | None:
 class Gpu:
     """One GPU of a tray, with the NVLink domain and user partition it is in."""
 
-    tray: "Tray"
+    tray: Tray
     index: int
-    domain: "Domain | None" = None
+    domain: Domain | None = None
     partition: int | None = None  # user NVLink partition id
 
     @property
@@ -207,7 +207,7 @@ class Cluster:
         return _first_port(node), ""
 
 
-def find_port(cluster: "Cluster", text: str | None) -> tuple[Port | None, str]:
+def find_port(cluster: Cluster, text: str | None) -> tuple[Port | None, str]:
     """The CA port a tool runs from: :meth:`Cluster.locate` without switches."""
     return cluster.locate(text)
 

@@ -65,10 +65,10 @@ def _ca(assembly: Assembly, c: CaSpec, where: str) -> None:
     if c.port_guids:
         if len(c.port_guids) != c.ports:
             raise spec_error(f"{where}.port_guids", f"{len(c.port_guids)} GUIDs for {c.ports} ports")
-        for port, port_guid in zip(node.iter_ports(), c.port_guids):
+        for port, port_guid in zip(node.iter_ports(), c.port_guids, strict=False):
             port.guid = port_guid
     if c.lids:
-        for port, lid in zip(node.iter_ports(), c.lids):
+        for port, lid in zip(node.iter_ports(), c.lids, strict=False):
             port.lid = lid
     assembly.add(node, where)
     assembly.ca_by_name[c.name] = node

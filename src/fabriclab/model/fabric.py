@@ -9,7 +9,7 @@ Objects use ``__slots__``: a 32,768-HCA three-tier fabric has about 200,000 port
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..ib.enums import NodeType, PhysState
 from ..ib.rates import SPEEDS, WIDTHS, Speed, Width
@@ -21,9 +21,9 @@ class Port:
     """One port of a node: its GUID, LID and LMC, and the port it is cabled to with the
     link's width and speed."""
 
-    __slots__ = ("node", "num", "guid", "lid", "lmc", "peer", "width", "speed", "phys")
+    __slots__ = ("guid", "lid", "lmc", "node", "num", "peer", "phys", "speed", "width")
 
-    def __init__(self, node: "Node", num: int, guid: int, lid: int = 0, lmc: int = 0):
+    def __init__(self, node: Node, num: int, guid: int, lid: int = 0, lmc: int = 0):
         self.node = node
         self.num = num
         self.guid = guid
@@ -59,9 +59,26 @@ class Node:
     its ports, and where it sits in the cluster (name, role, tier, host)."""
 
     __slots__ = (
-        "type", "guid", "port_guid", "sysimgguid", "vendid", "devid", "revision", "desc",
-        "nports", "ports", "lid", "lmc", "enhanced_port0", "name", "role", "tier", "host",
-        "hca", "ident", "hardware",
+        "desc",
+        "devid",
+        "enhanced_port0",
+        "guid",
+        "hardware",
+        "hca",
+        "host",
+        "ident",
+        "lid",
+        "lmc",
+        "name",
+        "nports",
+        "port_guid",
+        "ports",
+        "revision",
+        "role",
+        "sysimgguid",
+        "tier",
+        "type",
+        "vendid",
     )
 
     def __init__(
@@ -267,7 +284,7 @@ class Fabric:
             links.add((ends[0], ends[1], extra))
         return frozenset(nodes), frozenset(links)
 
-    def same_as(self, other: "Fabric", **kw) -> bool:
+    def same_as(self, other: Fabric, **kw) -> bool:
         """Whether two fabrics have the same signature (see ``signature`` for ``kw``)."""
         return self.signature(**kw) == other.signature(**kw)
 

@@ -183,7 +183,7 @@ def build_fat_tree(assembly: Assembly, ft: FatTree) -> None:
     if not tray_ports:
         raise spec_error("trays", "a fat_tree needs at least one tray with HCAs")
     rails = len(tray_ports[0])
-    for tray, ports in zip(assembly.trays, tray_ports):
+    for tray, ports in zip(assembly.trays, tray_ports, strict=False):
         if len(ports) != rails:
             raise spec_error("trays", f"every tray of a fat_tree needs the same number of HCA "
                              f"ports: {assembly.trays[0].host} has {rails}, {tray.host} has {len(ports)}")

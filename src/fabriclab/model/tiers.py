@@ -3,7 +3,7 @@ switch neighbours tier 2, and so on (a breadth-first search over the switches)."
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .fabric import Fabric, Node
 

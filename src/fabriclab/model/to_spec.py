@@ -12,11 +12,11 @@ import re
 from typing import Any
 
 from ..errors import InputError, Problem
-from ..ib.ids import UNICAST_LIDS
 from ..ib import devices
+from ..ib.enums import NodeType
+from ..ib.ids import UNICAST_LIDS
 from .cluster import host_and_hca
 from .fabric import Fabric, Node
-from ..ib.enums import NodeType
 
 # The names a tray and its HCA keep in a spec: a host name a hostlist reads back as itself,
 # and an HCA name that ends in its device number (mlx5_0).

@@ -48,10 +48,10 @@ def make_trays(assembly: Assembly) -> None:
                     if len(h.port_guids) != h.ports:
                         raise spec_error(f"trays[{gi}].hcas[{hi}].port_guids",
                                          f"{len(h.port_guids)} GUIDs for {h.ports} ports")
-                    for port, port_guid in zip(node.iter_ports(), h.port_guids):
+                    for port, port_guid in zip(node.iter_ports(), h.port_guids, strict=False):
                         port.guid = port_guid
                 if h.lids:
-                    for port, lid in zip(node.iter_ports(), h.lids):
+                    for port, lid in zip(node.iter_ports(), h.lids, strict=False):
                         port.lid = lid
                 assembly.add(node, f"trays[{gi}].hcas[{hi}]" if isinstance(group.hcas, list)
                              else f"trays[{gi}]")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..ib import simwire
 from ..ib.mad.layouts import PORT_INFO

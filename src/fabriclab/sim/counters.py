@@ -25,7 +25,7 @@ _DETAILS_MAX = {name: (1 << width) - 1 for name, width in DETAIL_WIDTHS.items()}
 class Counters:
     """One port's counters: running totals plus a reset point per view."""
 
-    __slots__ = ("raw", "base", "base_ext", "details", "details_base")
+    __slots__ = ("base", "base_ext", "details", "details_base", "raw")
 
     def __init__(self) -> None:
         self.raw = dict.fromkeys(NAMES, 0)

@@ -51,7 +51,7 @@ class UpRequest:
 
     def foreground_argv(self) -> list[str]:
         """The command serving this request in the foreground (what ``--detach`` runs)."""
-        argv = python_argv() + ["up", self.spec, "--name", self.name]
+        argv = [*python_argv(), "up", self.spec, "--name", self.name]
         argv += ["-" + "v" * self.verbose] if self.verbose else []
         argv += (["--listen", self.listen] if self.listen else []) + \
             (["--trays", str(self.trays)] if self.trays else [])

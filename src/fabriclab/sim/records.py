@@ -147,7 +147,7 @@ class Instance:
         tmp.replace(self.path)
 
     @classmethod
-    def load(cls, name: str) -> "Instance":
+    def load(cls, name: str) -> Instance:
         """The record of fabric ``name`` if its server still runs; NotRunning if not
         (a stale record is removed)."""
         p = record_path(name)

@@ -9,8 +9,8 @@ Set the attribute is left as it was and its current value is returned with statu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from ..ib.devices import mlnx_ext_port_info_supported
 from ..ib.enums import PhysState, PortState

@@ -42,8 +42,19 @@ DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 class SimSwitch:
     """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
 
-    __slots__ = ("lft", "lft_top", "mft", "mft_top", "lifetime", "state_change", "def_port",
-                 "def_mcast_prim", "def_mcast_not_prim", "caps", "enhanced_port0")
+    __slots__ = (
+        "caps",
+        "def_mcast_not_prim",
+        "def_mcast_prim",
+        "def_port",
+        "enhanced_port0",
+        "lft",
+        "lft_top",
+        "lifetime",
+        "mft",
+        "mft_top",
+        "state_change",
+    )
 
     def __init__(self, caps: devices.ManagementCaps, enhanced_port0: bool):
         self.caps = caps
@@ -94,17 +105,55 @@ class SimPort:
     """One port's run-time state; ``pi`` caches its encoded PortInfo."""
 
     __slots__ = (
-        "node", "num", "fabric_port", "guid", "peer", "lid", "lmc", "smlid", "smsl", "state",
+        "cap_mask",
+        "cap_mask2",
+        "client_rereg",
+        "counters",
+        "fabric_port",
+        "fdr10_enabled",
+        "gid_prefix",
+        "guid",
+        "guid_cap",
+        "guids",
+        "hoq_life",
+        "is_endport",
+        "lid",
+        "link_down_def",
+        "lmc",
+        "mad_in",
+        "mad_out",
+        "mcast_pkey_trap",
+        "mkey",
+        "mkey_lease",
+        "mkey_protect",
+        "neighbor_mtu",
+        "node",
+        "num",
+        "op_vls",
+        "peer",
         "phys",
-        "link_down_def", "width_enabled", "width_supported", "speed_enabled", "speed_ext_enabled",
-        "speed_ext_supported", "speed_ext2_enabled", "speed_ext2_supported", "neighbor_mtu",
-        "op_vls", "vl_high_limit", "hoq_life", "vl_stall", "gid_prefix", "mkey", "mkey_lease",
-        "mkey_protect", "subnet_timeout", "resp_time", "client_rereg", "mcast_pkey_trap",
-        "cap_mask", "cap_mask2", "guid_cap", "pkeys", "sl2vl", "vlarb", "guids", "counters",
-        "fdr10_enabled", "state_change_enable", "pi", "is_endport", "mad_out", "mad_in",
+        "pi",
+        "pkeys",
+        "resp_time",
+        "sl2vl",
+        "smlid",
+        "smsl",
+        "speed_enabled",
+        "speed_ext2_enabled",
+        "speed_ext2_supported",
+        "speed_ext_enabled",
+        "speed_ext_supported",
+        "state",
+        "state_change_enable",
+        "subnet_timeout",
+        "vl_high_limit",
+        "vl_stall",
+        "vlarb",
+        "width_enabled",
+        "width_supported",
     )
 
-    def __init__(self, node: "SimNode", model: Port):
+    def __init__(self, node: SimNode, model: Port):
         self.node = node
         self.num = model.num
         self.fabric_port = model  # the port as built (cabling, link rate)
@@ -232,8 +281,17 @@ class SimPort:
 class SimNode:
     """A node as its SMA sees itself: identity, caps, ports, and a switch's tables."""
 
-    __slots__ = ("fabric_node", "index", "is_switch", "caps", "ports", "sw", "node_desc",
-                 "native_speed", "_node_info")
+    __slots__ = (
+        "_node_info",
+        "caps",
+        "fabric_node",
+        "index",
+        "is_switch",
+        "native_speed",
+        "node_desc",
+        "ports",
+        "sw",
+    )
 
     def __init__(self, model: Node, index: int):
         self.fabric_node = model  # the node as built (identity, ports, cabling)
@@ -271,7 +329,7 @@ class SimNode:
             self._node_info[local_port] = ni
         return ni
 
-    def port(self, num: int) -> "SimPort | None":
+    def port(self, num: int) -> SimPort | None:
         """Port ``num``, or None when the node has no such port."""
         if 0 <= num < len(self.ports):
             return self.ports[num]

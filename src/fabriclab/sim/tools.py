@@ -20,8 +20,8 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import InputError, Problem
 from ..ib import simwire

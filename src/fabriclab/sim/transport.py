@@ -25,8 +25,8 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..ib import simwire
 from . import procfs

@@ -199,7 +199,7 @@ def scale(text: str, count: int) -> str:
         return "[" + ",".join(_fmt_range(x) for x in p) + "]"
 
     def build(r: _Range) -> str:
-        return "".join(fmt(p) for p in parts[:first] + [[r]] + parts[first + 1 :])
+        return "".join(fmt(p) for p in [*parts[:first], [r], *parts[first + 1:]])
 
     out = []
     if full:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from importlib import resources
 import re
+from importlib import resources
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,7 +84,7 @@ def parse_spec_text(text: str, source: str) -> Spec:
             locs.append(loc)
         lines = yaml_guard.lines_for(text, set(locs))
         problems = []
-        for err, loc in zip(errors, locs):
+        for err, loc in zip(errors, locs, strict=False):
             line = _line_for(lines, loc)
             where = f"{source}:{line}: {_loc_str(loc)}" if line else f"{source}: {_loc_str(loc)}"
             problems.append(Problem(where, _clean_msg(err)))
@@ -122,7 +122,7 @@ def locate(spec: Spec, error: SpecError) -> SpecError:
         locs.append(tuple(loc))
     lines = yaml_guard.lines_for(spec._text, {loc for loc in locs if loc}) if spec._text else {}
     out = []
-    for p, loc in zip(error.problems, locs):
+    for p, loc in zip(error.problems, locs, strict=False):
         line = _line_for(lines, loc) if loc else None
         where = f"{spec._source}:{line}: {p.where}" if line else f"{spec._source}: {p.where}"
         out.append(Problem(where, p.what))

@@ -14,12 +14,20 @@ import string
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
+from ..ib import devices, rates
 from ..ib.ids import DEVID_MAX, GUID_MAX, MAX_PORTS, VENDID_MAX
 from ..limits import HOST_NAME_MAX, INT_DIGITS_MAX, MAX_TRAYS, NAME_MAX
-from ..ib import devices, rates
 from . import hostlist
 
 
@@ -322,7 +330,7 @@ class CaSpec(_Strict):
 
 # Names and port numbers bounded, and the text stripped and bounded before matching, so
 # that matching stays linear on any input.
-_ENDPOINT = r"(?P<{0}>[^\[\]]{{1,%d}})\[(?P<{0}p>\d{{1,3}})\]" % (HOST_NAME_MAX + NAME_MAX + 1)
+_ENDPOINT = r"(?P<{0}>[^\[\]]{{1," + str(HOST_NAME_MAX + NAME_MAX + 1) + r"}})\[(?P<{0}p>\d{{1,3}})\]"
 _LINK_RE = re.compile(
     _ENDPOINT.format("a") + r"\s*--\s*" + _ENDPOINT.format("b")
     + r"(?:\s+(?P<w>\d{1,2}x|\?\?)(?P<s>[A-Za-z0-9]{1,8}|\?\?\?))?$"
@@ -341,7 +349,7 @@ class LinkSpec(_Strict):
     speed: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "LinkSpec":
+    def parse(cls, text: str) -> LinkSpec:
         """A link from its text; ValueError saying what is wrong."""
         text = text.strip()
         if len(text) > _LINK_CHARS_MAX:
@@ -366,7 +374,7 @@ def _parse_links(v):
     if not isinstance(v, list):
         raise ValueError("links must be a list")
     out = []
-    for i, item in enumerate(v):
+    for _i, item in enumerate(v):
         if isinstance(item, str):
             out.append(LinkSpec.parse(item))
         else:

@@ -13,7 +13,8 @@ constructed by PyYAML's own resolver and SafeConstructor; only the tree walk is 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import yaml
 
@@ -34,7 +35,7 @@ _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML w
 
 
 class _Resolver(yaml.resolver.Resolver):
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers: ClassVar[dict] = {
         first: [(tag, rx) for tag, rx in pairs if tag not in _DROPPED]
         for first, pairs in yaml.resolver.Resolver.yaml_implicit_resolvers.items()}
 
@@ -49,8 +50,18 @@ def _tag(tag: str | None) -> str:
 
 
 class _Frame:
-    __slots__ = ("value", "anchor", "size", "path", "key_next", "key", "raw_key", "seen",
-                 "merges", "line")
+    __slots__ = (
+        "anchor",
+        "key",
+        "key_next",
+        "line",
+        "merges",
+        "path",
+        "raw_key",
+        "seen",
+        "size",
+        "value",
+    )
 
     def __init__(self, value: dict | list, anchor: str | None, path: tuple, line: int):
         self.value = value
@@ -151,7 +162,7 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
                     parent.raw_key = raw  # type: ignore[union-attr]
                     parent.key_next = False  # type: ignore[union-attr]
                     parent.size += 1  # type: ignore[union-attr]
-                    if on_node is not None and on_node(parent.path + (raw,), ev.start_mark.line + 1):  # type: ignore[union-attr]
+                    if on_node is not None and on_node((*parent.path, raw), ev.start_mark.line + 1):  # type: ignore[union-attr]
                         return None
                     continue
 
@@ -162,10 +173,10 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
                     path = ()
                     stop = on_node(path, ev.start_mark.line + 1)
                 elif parent.seen is not None:
-                    path = parent.path + (parent.raw_key,)
+                    path = (*parent.path, parent.raw_key)
                     stop = False
                 else:
-                    path = parent.path + (len(parent.value),)
+                    path = (*parent.path, len(parent.value))
                     stop = on_node(path, ev.start_mark.line + 1)
                 if stop:
                     return None

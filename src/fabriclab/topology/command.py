@@ -4,7 +4,7 @@ API), with every topology problem one TopologyProblem."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from . import inputs as topology_inputs
 from .engines import EngineOptions, run

@@ -25,7 +25,7 @@ class Vertex:
 
     id: str = ""
     name: str = ""
-    vertices: dict[str, "Vertex"] = field(default_factory=dict)
+    vertices: dict[str, Vertex] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"Vertex({self.id!r}, {self.name!r}, {len(self.vertices)} children)"

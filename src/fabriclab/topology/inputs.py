@@ -82,7 +82,7 @@ def _union(fabrics: list[Fabric], report: Report) -> Fabric:
                         devid=node.devid, sysimgguid=node.sysimgguid, port_guid=node.port_guid,
                         ident=node.ident)
             copy.lid, copy.lmc, copy.enhanced_port0 = node.lid, node.lmc, node.enhanced_port0
-            for port, port_copy in zip(node.iter_ports(), copy.iter_ports()):
+            for port, port_copy in zip(node.iter_ports(), copy.iter_ports(), strict=False):
                 port_copy.guid, port_copy.lid, port_copy.lmc = port.guid, port.lid, port.lmc
             out.add(copy)
     for fabric in fabrics:

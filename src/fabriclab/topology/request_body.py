@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from itertools import accumulate
-from typing import Any, AsyncIterator
+from typing import Any
 
 from .errors import RequestError
 

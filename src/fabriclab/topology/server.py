@@ -32,8 +32,9 @@ import json
 import logging
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
@@ -43,7 +44,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from . import api_models, request_body
-from .api_models import LOCAL_PROVIDERS, PROVIDERS, ProviderParams, EngineParams, TopologyRequest
+from .api_models import LOCAL_PROVIDERS, PROVIDERS, EngineParams, ProviderParams, TopologyRequest
 from .engines import EngineOptions, run
 from .engines.slurm import BlockName, TopologySpec
 from .errors import RequestError, TopologyProblem

@@ -14,13 +14,13 @@ attribute as cheap to slice as a machine word.
 from __future__ import annotations
 
 import keyword
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 class Layout:
     """A fixed-size structure of big-endian bit fields."""
 
-    __slots__ = ("name", "size", "fields", "_bits", "_spec")
+    __slots__ = ("_bits", "_spec", "fields", "name", "size")
 
     def __init__(self, name: str, size: int, fields: Iterable[tuple[str, int, int]]):
         self.name = name
@@ -60,7 +60,7 @@ class Layout:
                f"    v = from_bytes(data[{offset}:{offset + self.size}], 'big')\n"
                f"    return ({parts},)\n")
         scope: dict = {"from_bytes": int.from_bytes}
-        exec(src, scope)  # noqa: S102 - built from this layout's own integers only
+        exec(src, scope)
         return scope["get"]
 
     def packer(self, *names: str):
@@ -81,7 +81,7 @@ class Layout:
         params = f"*, {args}" if names else ""
         src = f"def pack({params}):\n    return ({expr}).to_bytes({self.size}, 'big')\n"
         scope: dict = {}
-        exec(src, scope)  # noqa: S102 - generated like getter() above, from field names checked above
+        exec(src, scope)
         return scope["pack"]
 
     def width(self, name: str) -> int:

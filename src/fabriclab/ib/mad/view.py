@@ -47,8 +47,18 @@ class MadView:
     over the codec's and ``struct``'s own functions), so a call costs what the bare
     struct call costs: the server's per-MAD path is made of them."""
 
-    __slots__ = ("buf", "mem", "header", "note_requester", "initial_path", "return_path",
-                 "smp_data", "gmp_data", "_method", "_status")
+    __slots__ = (
+        "_method",
+        "_status",
+        "buf",
+        "gmp_data",
+        "header",
+        "initial_path",
+        "mem",
+        "note_requester",
+        "return_path",
+        "smp_data",
+    )
 
     def __init__(self, buf: bytearray, offset: int = 0):
         self.buf = buf

@@ -68,7 +68,7 @@ def _tier_labels(vertex: Vertex, out: dict[str, dict[str, str]], layers: list[st
         return
     for key in sorted(vertex.vertices):
         child = vertex.vertices[key]
-        _tier_labels(child, out, [child.id] + layers)
+        _tier_labels(child, out, [child.id, *layers])
 
 
 def labels_json(labels: dict[str, dict[str, str]]) -> str:

@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 
 from ...formats.nvidia_smi import SmiAnswers, topograph_partition
-from ...model.fabric import Fabric, Node
 from ...ib.enums import NodeType
 from ...model.cluster import ZERO_UUID, host_and_hca
+from ...model.fabric import Fabric, Node
 from ...model.tiers import switch_tiers
 from ..errors import TopologyProblem
 from ..graph import NO_TOPOLOGY, DomainMap, Graph, HostInfo, Vertex
@@ -347,7 +347,7 @@ def _traversal_rank(groups: dict[frozenset, list[str]], by_id: dict[int, Node],
         return rank
     layer = sorted(levels[-1], key=lambda i: by_id[i].label)
     n = 0
-    for below in list(reversed(levels[:-1])) + [set()]:
+    for below in [*list(reversed(levels[:-1])), set()]:
         visited = set(layer)
         nxt = []
         for i in layer:

@@ -11,8 +11,8 @@ from ...graph import Vertex
 from .block_names import block_names
 from .block_tree import complement
 from .blocks import Block, block_sizes
-from .network import NetworkTopology
 from .config import SlurmTopologyError
+from .network import NetworkTopology
 
 
 def tree_conf(network: NetworkTopology, skeleton: bool) -> str:
@@ -60,7 +60,7 @@ def block_conf(network: NetworkTopology, skeleton: bool) -> str:
     config = network.config
     blocks, sizes = complement(network.blocks, config.block_sizes, network.domains)
     names = block_names(blocks, config.block_name)
-    named = [Block(name, block.name, block.nodes, block.position) for block, name in zip(blocks, names)]
+    named = [Block(name, block.name, block.nodes, block.position) for block, name in zip(blocks, names, strict=False)]
     sizes = block_sizes(named, sizes)
     out = []
     for block in named:

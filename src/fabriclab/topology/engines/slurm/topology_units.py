@@ -99,7 +99,7 @@ def _block_unit(network: NetworkTopology, name: str, spec: TopologySpec,
         block.id = f"block{i + 1}"
     names = block_names(blocks, spec.block_name)
     unit.blocks = [(block_name, ",".join(compact(block.nodes)) if block.nodes else "")
-                   for block, block_name in zip(blocks, names)]
+                   for block, block_name in zip(blocks, names, strict=False)]
     unit.block_sizes = block_sizes(blocks, sizes)
     return unit
 
