@@ -23,7 +23,9 @@ import hostile_cases as hc
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pythonpath", default=None, help="run these sources instead of the installed ones")
+    ap.add_argument(
+        "--pythonpath", default=None, help="run these sources instead of the installed ones"
+    )
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--limit-gb", type=float, default=4.0, help="address-space limit per case")
     ap.add_argument("--only", default="", help="comma-separated case names")
@@ -38,8 +40,13 @@ def main() -> None:
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="fabriclab-hostile-") as d:
             case.write(Path(d))
-            o = hc.run(case, Path(d), pythonpath=a.pythonpath, timeout=a.timeout,
-                       as_limit=int(a.limit_gb * (1 << 30)))
+            o = hc.run(
+                case,
+                Path(d),
+                pythonpath=a.pythonpath,
+                timeout=a.timeout,
+                as_limit=int(a.limit_gb * (1 << 30)),
+            )
         wrong = hc.problems(case, o)
         verdict = o.summary() + ("" if not wrong else f" ({'; '.join(wrong)})"[:110])
         if a.markdown:

@@ -49,9 +49,11 @@ def main() -> None:
     f = cluster.fabric
     hcas = sum(len(t.hcas) for t in cluster.trays)
     tiers = len(cluster.tiers())
-    print(f"fabric: {a.preset} x {a.trays} trays: {hcas} HCAs, {len(f.switches())} switches "
-          f"({tiers} tiers), {f.link_count()} links; output {len(text.splitlines())} lines, "
-          f"{len(text) / 1e6:.1f} MB")
+    print(
+        f"fabric: {a.preset} x {a.trays} trays: {hcas} HCAs, {len(f.switches())} switches "
+        f"({tiers} tiers), {f.link_count()} links; output {len(text.splitlines())} lines, "
+        f"{len(text) / 1e6:.1f} MB"
+    )
     print(f"build:        {best_build:6.2f} s")
     print(f"render:       {best_render:6.2f} s")
     print(f"build+render: {best_build + best_render:6.2f} s   (target <= 3 s)")

@@ -39,23 +39,37 @@ from fabriclab.spec.load import load_spec
 BENCH_SPEC = {
     "name": "bench-2k",
     "trays": [{"hosts": "node[0001-0512]", "gpus": 4, "hcas": 4}],
-    "fabric": {"fat_tree": {"tiers": 2, "switch": "quantum-2", "rail_optimized": False,
-                            "hosts_per_leaf": 8, "leaf_uplinks": 32, "spines": 32}},
+    "fabric": {
+        "fat_tree": {
+            "tiers": 2,
+            "switch": "quantum-2",
+            "rail_optimized": False,
+            "hosts_per_leaf": 8,
+            "leaf_uplinks": 32,
+            "spines": 32,
+        }
+    },
 }
 
 
 def _tool_env(name: str, host: str, work: Path) -> dict:
     env = dict(os.environ)
-    env.update(LD_PRELOAD=tools.umad2sim_path(), SIM_HOST=host, IBSIM_SOCKNAME=name,
-               OSM_CACHE_DIR=str(work), OSM_TMP_DIR=str(work))
+    env.update(
+        LD_PRELOAD=tools.umad2sim_path(),
+        SIM_HOST=host,
+        IBSIM_SOCKNAME=name,
+        OSM_CACHE_DIR=str(work),
+        OSM_TMP_DIR=str(work),
+    )
     env.pop("IBSIM_SERVER_NAME", None)
     return env
 
 
 def _timed(argv: list[str], env: dict, cwd: Path, timeout: float = 600) -> float:
     t = time.perf_counter()
-    r = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, timeout=timeout)
+    r = subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout
+    )
     dt = time.perf_counter() - t
     if r.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
@@ -66,8 +80,9 @@ def _opensm(name: str, host: str, work: Path, timeout: float = 600) -> float:
     sm = work / f"sm-{name}"
     shutil.rmtree(sm, ignore_errors=True)
     sm.mkdir(parents=True)
-    dt = _timed(["opensm", "-o", "-e", "-f", str(sm / "opensm.log")], _tool_env(name, host, sm),
-                sm, timeout)
+    dt = _timed(
+        ["opensm", "-o", "-e", "-f", str(sm / "opensm.log")], _tool_env(name, host, sm), sm, timeout
+    )
     if "SUBNET UP" not in (sm / "opensm.log").read_text(errors="replace"):
         raise SystemExit(f"OpenSM did not report SUBNET UP on {name}")
     return dt
@@ -93,8 +108,13 @@ class Server:
         return dict(os.environ)
 
     def start(self, name: str, timeout: float = 120) -> None:
-        self.proc = subprocess.Popen(self.argv(name), env=self.env(name), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.argv(name),
+            env=self.env(name),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _wait_socket(name, self.proc, timeout)
 
     def stop(self) -> None:
@@ -122,8 +142,16 @@ class Fabriclab(Server):
         self.spec, self.work, self.trays = spec, work, trays
 
     def argv(self, name: str) -> list[str]:
-        return [sys.executable, "-m", "fabriclab.cli", "up", self.spec, "--name", name,
-                *(["--trays", str(self.trays)] if self.trays else [])]
+        return [
+            sys.executable,
+            "-m",
+            "fabriclab.cli",
+            "up",
+            self.spec,
+            "--name",
+            name,
+            *(["--trays", str(self.trays)] if self.trays else []),
+        ]
 
     def env(self, name: str) -> dict:
         return {**os.environ, "FABRICLAB_STATE_DIR": str(self.work)}
@@ -139,8 +167,10 @@ def compare(rounds: int, discoveries: int) -> None:
     net.write_text(ibsim_net.render(fabric))
     start, _ = find_port(cluster, None)
     host = start.node.desc
-    print(f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
-          f"{len(fabric.switches())} switches, {fabric.link_count()} links")
+    print(
+        f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
+        f"{len(fabric.switches())} switches, {fabric.link_count()} links"
+    )
     servers = [Ibsim(net, ibsim_net.limits(fabric).args()), Fabriclab(str(spec_file), work)]
     sm: dict[str, list[float]] = {s.label: [] for s in servers}
     disc: dict[str, list[float]] = {s.label: [] for s in servers}
@@ -151,13 +181,17 @@ def compare(rounds: int, discoveries: int) -> None:
             try:
                 sm[s.label].append(_opensm(name, host, work))
                 for _ in range(discoveries):
-                    disc[s.label].append(_timed(["ibnetdiscover"], _tool_env(name, host, work), work))
+                    disc[s.label].append(
+                        _timed(["ibnetdiscover"], _tool_env(name, host, work), work)
+                    )
             finally:
                 s.stop()
     for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
         a, b = statistics.median(data["ibsim"]), statistics.median(data["fabriclab"])
-        print(f"{what:28s} ibsim {a:6.2f} s   fabriclab {b:6.2f} s   ratio {b / a:4.2f} "
-              f"(goal <= 1.0)   [{len(data['ibsim'])} runs each, median]")
+        print(
+            f"{what:28s} ibsim {a:6.2f} s   fabriclab {b:6.2f} s   ratio {b / a:4.2f} "
+            f"(goal <= 1.0)   [{len(data['ibsim'])} runs each, median]"
+        )
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -176,11 +210,15 @@ def scale(limit_s: float = 300.0) -> None:
             try:
                 dt = _opensm(name, start.node.desc, work, timeout=limit_s)
             except subprocess.TimeoutExpired:
-                print(f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
-                      f"no SUBNET UP within {limit_s:.0f} s")
+                print(
+                    f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
+                    f"no SUBNET UP within {limit_s:.0f} s"
+                )
                 break
-            print(f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
-                  f"SUBNET UP in {dt:6.1f} s")
+            print(
+                f"scale: {hcas:6d} HCAs, {len(c.fabric.switches())} switches: "
+                f"SUBNET UP in {dt:6.1f} s"
+            )
             best = hcas
             if dt > limit_s:
                 break
@@ -194,8 +232,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--discoveries", type=int, default=3)
-    ap.add_argument("--scale", action="store_true", help="also find the largest fabric OpenSM "
-                    "brings up within 5 minutes (slow)")
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="also find the largest fabric OpenSM brings up within 5 minutes (slow)",
+    )
     a = ap.parse_args()
     for tool in ("ibsim", "opensm", "ibnetdiscover"):
         if shutil.which(tool) is None:

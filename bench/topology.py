@@ -46,8 +46,10 @@ def main() -> None:
     smi.write_text(nvidia_smi.render_pdsh(cluster.trays))
     size = ib.stat().st_size
     hcas = sum(len(t.hcas) for t in cluster.trays)
-    print(f"fabric: {a.trays} trays, {hcas} HCAs, {len(cluster.fabric.switches())} switches, "
-          f"{len(cluster.tiers())} tiers; dump {size / 1e6:.1f} MB")
+    print(
+        f"fabric: {a.trays} trays, {hcas} HCAs, {len(cluster.fabric.switches())} switches, "
+        f"{len(cluster.tiers())} tiers; dump {size / 1e6:.1f} MB"
+    )
 
     floor, _ = best(lambda: ib.read_text().splitlines(), a.repeat)
     parse, _ = best(lambda: ibnetdiscover.parse_file(str(ib)), a.repeat)
@@ -57,18 +59,29 @@ def main() -> None:
     print(f"load inputs (parse + nvidia-smi): {load:6.2f} s")
 
     nodes = [t.host for t in cluster.trays]
-    topologies = {"gpu": TopologySpec(BLOCK, nodes), "all": TopologySpec(TREE, nodes, cluster_default=True)}
+    topologies = {
+        "gpu": TopologySpec(BLOCK, nodes),
+        "all": TopologySpec(TREE, nodes, cluster_default=True),
+    }
     for compat in (False, True):
         mode = "topograph-compat" if compat else "default"
-        gtime, graph = best(lambda compat=compat: local_graph(inputs, None, compat=compat, names=False), a.repeat)
+        gtime, graph = best(
+            lambda compat=compat: local_graph(inputs, None, compat=compat, names=False), a.repeat
+        )
         print(f"[{mode}] graph: {gtime:6.2f} s")
         for engine in ENGINES:
-            opts = EngineOptions(gpus=inputs.gpus, topologies=topologies if engine == "slurm-yaml" else {})
-            t, out = best(lambda engine=engine, graph=graph, opts=opts: run(engine, graph, opts), a.repeat)
+            opts = EngineOptions(
+                gpus=inputs.gpus, topologies=topologies if engine == "slurm-yaml" else {}
+            )
+            t, out = best(
+                lambda engine=engine, graph=graph, opts=opts: run(engine, graph, opts), a.repeat
+            )
             total = gtime + t
             flag = "ok" if total <= 2.0 else "OVER"
-            print(f"[{mode}] {engine:12s} engine {t:6.2f} s, graph+engine {total:6.2f} s "
-                  f"(target <= 2 s: {flag}), {len(out.splitlines())} lines")
+            print(
+                f"[{mode}] {engine:12s} engine {t:6.2f} s, graph+engine {total:6.2f} s "
+                f"(target <= 2 s: {flag}), {len(out.splitlines())} lines"
+            )
     print(f"best of {a.repeat} runs, one process")
 
 

@@ -57,7 +57,7 @@ def send(port: int, head: bytes, chunks) -> tuple[str, float]:
 def big_body(size: int) -> list[bytes]:
     start = b'{"provider": {"name": "test"}, "engine": {"name": "slurm"}, "pad": "'
     body = start + b" " * (size - len(start) - 2) + b'"}'
-    return [body[i:i + MB] for i in range(0, len(body), MB)]
+    return [body[i : i + MB] for i in range(0, len(body), MB)]
 
 
 def main() -> None:
@@ -68,9 +68,21 @@ def main() -> None:
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "serve-topology", "--port", str(port),
-                             "--aggregation-delay", str(args.delay)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabriclab.cli",
+            "serve-topology",
+            "--port",
+            str(port),
+            "--aggregation-delay",
+            str(args.delay),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+    )
     try:
         for _ in range(300):
             try:
@@ -79,28 +91,41 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         pid = proc.pid
-        print(f"server idle: threads {proc_status(pid, 'Threads')}, RSS {proc_status(pid, 'VmRSS') // 1024} MB")
+        print(
+            f"server idle: threads {proc_status(pid, 'Threads')}, RSS {proc_status(pid, 'VmRSS') // 1024} MB"
+        )
 
         chunks = big_body(100 * MB)
         head = b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (100 * MB)
         status, secs = send(port, head, chunks)
-        print(f"100 MB body, Content-Length given: {status!r} in {secs:.2f} s, "
-              f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB")
+        print(
+            f"100 MB body, Content-Length given: {status!r} in {secs:.2f} s, "
+            f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB"
+        )
         head = b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
         status, secs = send(port, head, (b"%x\r\n%s\r\n" % (len(c), c) for c in [*chunks, b""]))
-        print(f"100 MB body, streamed (chunked): {status!r} in {secs:.2f} s, "
-              f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB")
+        print(
+            f"100 MB body, streamed (chunked): {status!r} in {secs:.2f} s, "
+            f"server peak RSS {proc_status(pid, 'VmHWM') // 1024} MB"
+        )
         del chunks
 
-        for name, body in [("JSON 5,000 deep", "[" * 5000 + "]" * 5000), ("a 5,000-digit number", "1" * 5000)]:
+        for name, body in [
+            ("JSON 5,000 deep", "[" * 5000 + "]" * 5000),
+            ("a 5,000-digit number", "1" * 5000),
+        ]:
             started = time.monotonic()
             r = httpx.post(f"{base}/v1/generate", content=body)
-            print(f"{name}: {r.status_code} {r.text.strip()[:70]!r} in {time.monotonic() - started:.3f} s")
+            print(
+                f"{name}: {r.status_code} {r.text.strip()[:70]!r} in {time.monotonic() - started:.3f} s"
+            )
 
         threads, statuses = [], {}
 
         def one(i: int) -> str:
-            body = json.dumps({"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"n": i}}})
+            body = json.dumps(
+                {"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"n": i}}}
+            )
             r = client.post(f"{base}/v1/generate", content=body)
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
             if i % 25 == 0:
@@ -113,10 +138,12 @@ def main() -> None:
         secs = time.monotonic() - started
         time.sleep(args.delay + 1)
         first = httpx.get(f"{base}/v1/topology", params={"uid": uids[0]}).status_code
-        print(f"{args.requests} distinct requests in {secs:.1f} s: answers {dict(sorted(statuses.items()))}, "
-              f"server threads up to {max(threads)}, RSS {proc_status(pid, 'VmRSS') // 1024} MB "
-              f"(peak {proc_status(pid, 'VmHWM') // 1024} MB), "
-              f"after the delay: threads {proc_status(pid, 'Threads')}, first request's result {first}")
+        print(
+            f"{args.requests} distinct requests in {secs:.1f} s: answers {dict(sorted(statuses.items()))}, "
+            f"server threads up to {max(threads)}, RSS {proc_status(pid, 'VmRSS') // 1024} MB "
+            f"(peak {proc_status(pid, 'VmHWM') // 1024} MB), "
+            f"after the delay: threads {proc_status(pid, 'Threads')}, first request's result {first}"
+        )
     finally:
         proc.terminate()
         proc.wait(10)

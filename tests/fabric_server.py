@@ -41,21 +41,36 @@ class Fabric:
         env = tools.tool_env(inst, tools.sim_host(self.cluster, node), base=self.env)
         return env
 
-    def run(self, node: str, *argv: str, timeout: float = 120, check: bool = True,
-            extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        node: str,
+        *argv: str,
+        timeout: float = 120,
+        check: bool = True,
+        extra_env: dict | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run a real tool attached at ``node`` (HOST, HOST:HCA, a CA or switch)."""
         env = self.tool_env(node)
         env.update(extra_env or {})
-        r = subprocess.run(list(argv), env=env, cwd=self.workdir, capture_output=True,
-                           text=True, timeout=timeout)
+        r = subprocess.run(
+            list(argv), env=env, cwd=self.workdir, capture_output=True, text=True, timeout=timeout
+        )
         if check and r.returncode != 0:
-            raise AssertionError(f"{' '.join(argv)} at {node} exited {r.returncode}:\n"
-                                 f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+            raise AssertionError(
+                f"{' '.join(argv)} at {node} exited {r.returncode}:\n"
+                f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+            )
         return r
 
     def fabriclab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], env=self.env,
-                              cwd=self.workdir, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "fabriclab.cli", *args],
+            env=self.env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def opensm_log(self) -> str:
         p = Path(self.env["FABRICLAB_STATE_DIR"]) / f"{self.name}.opensm" / "opensm.log"
@@ -63,8 +78,15 @@ class Fabric:
 
 
 @contextmanager
-def fabric_up(spec: str, workdir: Path, *, sm: bool = False, sm_at: str | None = None,
-              listen: str | None = None, extra: list[str] | None = None):
+def fabric_up(
+    spec: str,
+    workdir: Path,
+    *,
+    sm: bool = False,
+    sm_at: str | None = None,
+    listen: str | None = None,
+    extra: list[str] | None = None,
+):
     """``fabriclab up SPEC --detach`` (with the real OpenSM when ``sm``); stopped after."""
     name = f"fltest{os.getpid()}x{next(_counter)}"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -36,8 +36,13 @@ def served(cluster: Cluster, serve: bool = True, **kw):
     name of its own; the FabricServer, stopped after."""
     name = f"flserved{os.getpid()}x{next(_served)}"
     start, _ = find_port(cluster, None)
-    srv = FabricServer(cluster.fabric, name, resolve=lambda t: cluster.locate(t, switches=True),
-                       default_port=start, **kw)
+    srv = FabricServer(
+        cluster.fabric,
+        name,
+        resolve=lambda t: cluster.locate(t, switches=True),
+        default_port=start,
+        **kw,
+    )
     srv.bind()
     thread = None
     if serve:
@@ -54,12 +59,20 @@ def served(cluster: Cluster, serve: bool = True, **kw):
         srv.close()
 
 
-def run_tool(name: str, host: str, argv: list[str], cwd: Path, timeout: float = 60,
-             remote: tuple[str, int] | None = None, **kw) -> subprocess.CompletedProcess:
+def run_tool(
+    name: str,
+    host: str,
+    argv: list[str],
+    cwd: Path,
+    timeout: float = 60,
+    remote: tuple[str, int] | None = None,
+    **kw,
+) -> subprocess.CompletedProcess:
     """A real tool attached at ``host`` of a fabric served under ``name``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
     env.update(LD_PRELOAD=UMAD2SIM, IBSIM_SOCKNAME=name, SIM_HOST=host)
     if remote:
         env.update(IBSIM_SERVER_NAME=remote[0], IBSIM_SERVER_PORT=str(remote[1]))
-    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw
+    )

@@ -36,14 +36,25 @@ class IbsimSession:
 
     def env(self, host: str) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(IBSIM_SOCKNAME=self.sockname, LD_PRELOAD=UMAD2SIM, SIM_HOST=host,
-                   OSM_TMP_DIR=str(self.workdir), OSM_CACHE_DIR=str(self.workdir))
+        env.update(
+            IBSIM_SOCKNAME=self.sockname,
+            LD_PRELOAD=UMAD2SIM,
+            SIM_HOST=host,
+            OSM_TMP_DIR=str(self.workdir),
+            OSM_CACHE_DIR=str(self.workdir),
+        )
         return env
 
     def run(self, host: str, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a real tool as if on ``host`` (a node id or description in the net file)."""
-        return subprocess.run(list(argv), env=self.env(host), capture_output=True, text=True,
-                              timeout=timeout, cwd=self.workdir)
+        return subprocess.run(
+            list(argv),
+            env=self.env(host),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.workdir,
+        )
 
     def opensm_once(self, host: str, timeout: float = 300) -> str:
         """One opensm sweep from ``host`` (``-o``: exit after the sweep); its log."""
@@ -51,8 +62,10 @@ class IbsimSession:
         r = self.run(host, "opensm", "-o", "-e", "-f", str(log), "-d", "0", timeout=timeout)
         text = log.read_text() if log.exists() else ""
         if "SUBNET UP" not in text:
-            raise AssertionError(f"opensm did not reach SUBNET UP (rc {r.returncode}):\n"
-                                 f"{r.stdout[-2000:]}\n{text[-4000:]}")
+            raise AssertionError(
+                f"opensm did not reach SUBNET UP (rc {r.returncode}):\n"
+                f"{r.stdout[-2000:]}\n{text[-4000:]}"
+            )
         return text
 
 
@@ -61,14 +74,20 @@ def ibsim(netfile: Path, workdir: Path, extra_args: list[str] | None = None):
     """Start the Debian ibsim on ``netfile``; yield a session for running tools."""
     sockname = f"fltest{os.getpid()}x{next(_counter)}"
     log = open(workdir / "ibsim.log", "w")
-    proc = subprocess.Popen(["ibsim", "-s", "-n", *(extra_args or []), str(netfile)],
-                            env={**os.environ, "IBSIM_SOCKNAME": sockname},
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        ["ibsim", "-s", "-n", *(extra_args or []), str(netfile)],
+        env={**os.environ, "IBSIM_SOCKNAME": sockname},
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while not procfs.abstract_bound(simwire.sockname(sockname, "ctl")):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"ibsim did not start: {(workdir / 'ibsim.log').read_text()[-2000:]}")
+                raise AssertionError(
+                    f"ibsim did not start: {(workdir / 'ibsim.log').read_text()[-2000:]}"
+                )
             time.sleep(0.02)
         yield IbsimSession(workdir, sockname)
     finally:

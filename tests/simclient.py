@@ -16,8 +16,9 @@ from fabriclab.ib.mad.layouts import DR_SMP_HEADER, MAD_HEADER
 
 
 class SimClient:
-    def __init__(self, name: str, nodeid: str = "", *, key: int | None = None,
-                 timeout: float = 5.0):
+    def __init__(
+        self, name: str, nodeid: str = "", *, key: int | None = None, timeout: float = 5.0
+    ):
         self.name = name
         self.key = key if key is not None else os.getpid()
         self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -32,7 +33,9 @@ class SimClient:
         if reply.type == simwire.CTL_ERROR:
             self.close()
             raise ConnectionError(f"server refused {nodeid!r}")
-        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])
+        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(
+            reply.data[: simwire.CLIENT_INFO.size]
+        )
         self.attached = simwire.cstring(attached)
         self.data.connect(simwire.sockname(name, f"out{self.id}"))
 
@@ -73,8 +76,15 @@ class UdpSimClient(SimClient):
     """The same in remote mode: control and data sockets are UDP sockets on ``host``, and
     the client's key is its data port (``key`` claims another)."""
 
-    def __init__(self, server: tuple[str, int], nodeid: str = "", *, host: str = "127.0.0.1",
-                 key: int | None = None, timeout: float = 5.0):
+    def __init__(
+        self,
+        server: tuple[str, int],
+        nodeid: str = "",
+        *,
+        host: str = "127.0.0.1",
+        key: int | None = None,
+        timeout: float = 5.0,
+    ):
         self.ctl = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.ctl.settimeout(timeout)
         self.ctl.bind((host, 0))
@@ -88,29 +98,59 @@ class UdpSimClient(SimClient):
         if reply.type == simwire.CTL_ERROR:
             self.close()
             raise ConnectionError(f"server refused {nodeid!r}")
-        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])
+        self.id, _qp, _issm, attached = simwire.CLIENT_INFO.unpack(
+            reply.data[: simwire.CLIENT_INFO.size]
+        )
         self.attached = simwire.cstring(attached)
         self.data.connect((server[0], server[1] + 1 + self.id))
 
 
-def dr_smp(attr: int, path: list[int], *, method: int = 1, mod: int = 0, tid: int = 1,
-           data: bytes = b"") -> bytes:
+def dr_smp(
+    attr: int, path: list[int], *, method: int = 1, mod: int = 0, tid: int = 1, data: bytes = b""
+) -> bytes:
     """A directed-route SMP along ``path`` (egress ports, the first being the CA's own)."""
-    hdr = DR_SMP_HEADER.pack({"BaseVersion": 1, "MgmtClass": 0x81, "ClassVersion": 1,
-                              "R": method >> 7, "Method": method & 0x7F, "D": method >> 7,
-                              "HopCount": len(path), "TransactionID": tid,
-                              "AttributeID": attr, "AttributeModifier": mod,
-                              "DrSLID": 0xFFFF, "DrDLID": 0xFFFF})
+    hdr = DR_SMP_HEADER.pack(
+        {
+            "BaseVersion": 1,
+            "MgmtClass": 0x81,
+            "ClassVersion": 1,
+            "R": method >> 7,
+            "Method": method & 0x7F,
+            "D": method >> 7,
+            "HopCount": len(path),
+            "TransactionID": tid,
+            "AttributeID": attr,
+            "AttributeModifier": mod,
+            "DrSLID": 0xFFFF,
+            "DrDLID": 0xFFFF,
+        }
+    )
     initial = bytes([0, *path]).ljust(64, b"\0")
     return hdr + data.ljust(64, b"\0")[:64] + initial + bytes(64)
 
 
-def lid_mad(mclass: int, attr: int, *, method: int = 1, mod: int = 0, tid: int = 1,
-            data: bytes = b"", class_version: int = 1) -> bytes:
+def lid_mad(
+    mclass: int,
+    attr: int,
+    *,
+    method: int = 1,
+    mod: int = 0,
+    tid: int = 1,
+    data: bytes = b"",
+    class_version: int = 1,
+) -> bytes:
     """A LID-routed SMP (class 1) or GMP (PMA class 4 ...), data at byte 64."""
-    hdr = MAD_HEADER.pack({"BaseVersion": 1, "MgmtClass": mclass, "ClassVersion": class_version,
-                           "Method": method, "TransactionID": tid, "AttributeID": attr,
-                           "AttributeModifier": mod})
+    hdr = MAD_HEADER.pack(
+        {
+            "BaseVersion": 1,
+            "MgmtClass": mclass,
+            "ClassVersion": class_version,
+            "Method": method,
+            "TransactionID": tid,
+            "AttributeID": attr,
+            "AttributeModifier": mod,
+        }
+    )
     return hdr + bytes(40) + data.ljust(192, b"\0")[:192]
 
 
@@ -127,10 +167,17 @@ def fuzz_requests(rng: random.Random, n: int) -> list[bytes]:
             out.append(rng.randbytes(simwire.REQUEST_SIZE))
         else:
             path = [rng.randrange(0, 70) for _ in range(rng.randrange(0, 70))][:63]
-            mad = bytearray(dr_smp(rng.choice([0x10, 0x11, 0x15, 0x19, 0x1B, 0x20, 0x2, 0xFF90,
-                                               rng.randrange(65536)]),
-                                   path or [1], method=rng.choice([1, 3, 5, 7, 0x81]),
-                                   mod=rng.randrange(1 << 32), tid=i))
+            mad = bytearray(
+                dr_smp(
+                    rng.choice(
+                        [0x10, 0x11, 0x15, 0x19, 0x1B, 0x20, 0x2, 0xFF90, rng.randrange(65536)]
+                    ),
+                    path or [1],
+                    method=rng.choice([1, 3, 5, 7, 0x81]),
+                    mod=rng.randrange(1 << 32),
+                    tid=i,
+                )
+            )
             if k == 3:
                 mad[0] = rng.randrange(256)  # base version
             if k == 4:

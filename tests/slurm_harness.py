@@ -348,10 +348,15 @@ class _Supervisor:
         script = cwd / "run" / "supervisor.py"
         script.write_text(_SUPERVISOR_SRC)
         self._log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-I", str(script), str(os.getpid())],
-                                     env=env, cwd=cwd, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._log,
-                                     preexec_fn=_set_pdeathsig)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(script), str(os.getpid())],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            preexec_fn=_set_pdeathsig,
+        )
         self.pids: dict[str, int] = {}
 
     def spawn(self, name: str, argv: list[str], out: Path) -> int:
@@ -407,14 +412,23 @@ class SlurmCluster:
 
     # ---- commands
 
-    def run(self, *argv: str, timeout: float = 30, check: bool = False,
-            input: str | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, *argv: str, timeout: float = 30, check: bool = False, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         """Run a command with ``SLURM_CONF`` set to this cluster; output captured as text."""
-        r = subprocess.run([str(a) for a in argv], env=self.env, cwd=self.workdir / "jobs",
-                           capture_output=True, text=True, timeout=timeout, input=input)
+        r = subprocess.run(
+            [str(a) for a in argv],
+            env=self.env,
+            cwd=self.workdir / "jobs",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+        )
         if check and r.returncode != 0:
-            raise SlurmError(f"{' '.join(map(str, argv))} exited {r.returncode}:\n"
-                             f"{r.stdout}{r.stderr}")
+            raise SlurmError(
+                f"{' '.join(map(str, argv))} exited {r.returncode}:\n{r.stdout}{r.stderr}"
+            )
         return r
 
     def show_topology(self) -> str:
@@ -425,16 +439,28 @@ class SlurmCluster:
         """``scontrol show topology``, parsed (see ``parse_topology``)."""
         return parse_topology(self.show_topology())
 
-    def submit(self, nodes: int, *, switches: int | None = None,
-               switch_wait: str | None = None, exclusive: bool = True, sleep_s: int = 30,
-               extra: Sequence[str] = ()) -> str:
+    def submit(
+        self,
+        nodes: int,
+        *,
+        switches: int | None = None,
+        switch_wait: str | None = None,
+        exclusive: bool = True,
+        sleep_s: int = 30,
+        extra: Sequence[str] = (),
+    ) -> str:
         """``sbatch --parsable -N nodes [--exclusive] [--switches=N[@wait]] --wrap 'sleep S'``.
 
         Returns the job id.  ``switch_wait`` is Slurm's time format (``"0:20"``,
         ``"00:01:00"``); it needs ``switches``.  ``extra`` is appended to the sbatch line.
         """
-        argv = ["sbatch", "--parsable", f"--nodes={nodes}", "--job-name=harness",
-                f"--output={self.workdir / 'jobs' / 'slurm-%j.out'}"]
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--nodes={nodes}",
+            "--job-name=harness",
+            f"--output={self.workdir / 'jobs' / 'slurm-%j.out'}",
+        ]
         if exclusive:
             argv.append("--exclusive")
         if switches is not None:
@@ -477,8 +503,10 @@ class SlurmCluster:
                 break
             time.sleep(0.1)
         info = self.job_info(jobid)
-        raise SlurmError(f"job {jobid} not RUNNING after {timeout}s (last: {last!r}); "
-                         f"Reason={info.get('Reason')} JobState={info.get('JobState')}")
+        raise SlurmError(
+            f"job {jobid} not RUNNING after {timeout}s (last: {last!r}); "
+            f"Reason={info.get('Reason')} JobState={info.get('JobState')}"
+        )
 
     def job_ids(self) -> list[str]:
         """Ids of the jobs squeue still lists (pending, running, completing ...)."""
@@ -508,8 +536,10 @@ class SlurmCluster:
             if _topology_matches(want, shown):
                 return
             if time.monotonic() > deadline:
-                raise SlurmError(f"topology did not change within {timeout}s; scontrol shows:\n"
-                                 f"{self.show_topology()}")
+                raise SlurmError(
+                    f"topology did not change within {timeout}s; scontrol shows:\n"
+                    f"{self.show_topology()}"
+                )
             time.sleep(0.1)
 
     # ---- introspection
@@ -520,8 +550,11 @@ class SlurmCluster:
 
     def log_tail(self, lines: int = 20, max_nodes: int = 3) -> str:
         """The end of slurmctld's log and of a few slurmd logs, for error messages."""
-        logs = [self.workdir / "log" / "supervisor.log", self.workdir / "log" / "slurmctld.log",
-                self.workdir / "log" / "slurmctld.stderr"]
+        logs = [
+            self.workdir / "log" / "supervisor.log",
+            self.workdir / "log" / "slurmctld.log",
+            self.workdir / "log" / "slurmctld.stderr",
+        ]
         logs += [self.workdir / "log" / f"slurmd-{n}.log" for n in self.nodes[:max_nodes]]
         if self.auth == "munge":
             logs.append(self.workdir / "munge" / "munged.log")
@@ -533,10 +566,21 @@ class SlurmCluster:
         return "\n".join(parts)
 
 
-def _write_configs(workdir: Path, spool: Path, nodes: list[str], topology_conf: str, *,
-                   cpus: int, gpus: int, gpu_type: str | None, ctld_port: int,
-                   node_ports: dict[str, int], auth: str, loopback: bool,
-                   max_switch_wait: int) -> Path:
+def _write_configs(
+    workdir: Path,
+    spool: Path,
+    nodes: list[str],
+    topology_conf: str,
+    *,
+    cpus: int,
+    gpus: int,
+    gpu_type: str | None,
+    ctld_port: int,
+    node_ports: dict[str, int],
+    auth: str,
+    loopback: bool,
+    max_switch_wait: int,
+) -> Path:
     etc = workdir / "etc"
     user = pwd.getpwuid(os.getuid()).pw_name
     lines = [
@@ -552,8 +596,11 @@ def _write_configs(workdir: Path, spool: Path, nodes: list[str], topology_conf: 
     if auth == "none":
         lines += ["AuthType=auth/none", "CredType=cred/none"]
     else:
-        lines += ["AuthType=auth/munge", "CredType=cred/munge",
-                  f"AuthInfo=socket={workdir / 'munge' / 'run' / 'munge.socket'}"]
+        lines += [
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={workdir / 'munge' / 'run' / 'munge.socket'}",
+        ]
     lines += [
         f"StateSaveLocation={workdir / 'state'}",
         f"SlurmdSpoolDir={spool}/%n",
@@ -574,8 +621,7 @@ def _write_configs(workdir: Path, spool: Path, nodes: list[str], topology_conf: 
         "SelectTypeParameters=CR_Core",
         "SchedulerType=sched/backfill",
         # --switches without @time waits at most max_switch_wait; schedule often
-        f"SchedulerParameters=max_switch_wait={max_switch_wait},sched_interval=1,"
-        "bf_interval=1",
+        f"SchedulerParameters=max_switch_wait={max_switch_wait},sched_interval=1,bf_interval=1",
         "TopologyPlugin=topology/tree",
         "ReturnToService=2",
         "SlurmctldTimeout=30",
@@ -590,9 +636,11 @@ def _write_configs(workdir: Path, spool: Path, nodes: list[str], topology_conf: 
         lines.append("GresTypes=gpu")
         gres = f" Gres=gpu:{gpu_type + ':' if gpu_type else ''}{gpus}"
     for n in nodes:
-        lines.append(f"NodeName={n} NodeAddr=127.0.0.1 Port={node_ports[n]} CPUs={cpus} "
-                     f"Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1 "
-                     f"RealMemory=1000{gres} State=UNKNOWN")
+        lines.append(
+            f"NodeName={n} NodeAddr=127.0.0.1 Port={node_ports[n]} CPUs={cpus} "
+            f"Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1 "
+            f"RealMemory=1000{gres} State=UNKNOWN"
+        )
     lines.append("PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     conf = etc / "slurm.conf"
     conf.write_text("\n".join(lines) + "\n")
@@ -606,14 +654,24 @@ def _write_configs(workdir: Path, spool: Path, nodes: list[str], topology_conf: 
                 link.symlink_to("/dev/null")  # gres File= must exist and be a char device
         files = f"{dev}/nvidia[0-{gpus - 1}]" if gpus > 1 else f"{dev}/nvidia0"
         (etc / "gres.conf").write_text(
-            f"AutoDetect=off\nName=gpu{' Type=' + gpu_type if gpu_type else ''} File={files}\n")
+            f"AutoDetect=off\nName=gpu{' Type=' + gpu_type if gpu_type else ''} File={files}\n"
+        )
     return conf
 
 
 @contextlib.contextmanager
-def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: int = 4,
-                  gpus: int = 0, gpu_type: str | None = None, timeout: float = 60,
-                  max_switch_wait: int = 10, auth: str = "auto") -> Iterator[SlurmCluster]:
+def slurm_cluster(
+    nodes: list[str],
+    topology_conf: str,
+    workdir: Path,
+    *,
+    cpus: int = 4,
+    gpus: int = 0,
+    gpu_type: str | None = None,
+    timeout: float = 60,
+    max_switch_wait: int = 10,
+    auth: str = "auto",
+) -> Iterator[SlurmCluster]:
     """Start a real Slurm cluster of ``nodes`` with ``topology_conf`` (topology/tree) in
     ``workdir``; yield a ``SlurmCluster`` once every node is idle; stop it all on exit.
 
@@ -625,8 +683,9 @@ def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: 
     """
     missing = slurm_available()
     if missing:
-        raise SlurmError(f"Slurm binaries missing: {missing} "
-                         "(apt-get install slurmctld slurmd slurm-client)")
+        raise SlurmError(
+            f"Slurm binaries missing: {missing} (apt-get install slurmctld slurmd slurm-client)"
+        )
     nodes = list(nodes)
     if not nodes:
         raise ValueError("no nodes")
@@ -657,8 +716,11 @@ def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: 
     for n in nodes:
         (spool / n).mkdir(parents=True, exist_ok=True)
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_",
-                                                                     "SALLOC_", "SRUN_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "SRUN_"))
+    }
     cluster: SlurmCluster | None = None
     sup: _Supervisor | None = None
 
@@ -674,16 +736,33 @@ def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: 
             fcntl.flock(lock, fcntl.LOCK_EX)
             ports = _pick_ports(len(nodes) + 1)
             node_ports = dict(zip(nodes, ports[1:], strict=False))
-            conf = _write_configs(workdir, spool, nodes, topology_conf, cpus=cpus, gpus=gpus,
-                                  gpu_type=gpu_type, ctld_port=ports[0], node_ports=node_ports,
-                                  auth=auth, loopback=loopback,
-                                  max_switch_wait=max_switch_wait)
+            conf = _write_configs(
+                workdir,
+                spool,
+                nodes,
+                topology_conf,
+                cpus=cpus,
+                gpus=gpus,
+                gpu_type=gpu_type,
+                ctld_port=ports[0],
+                node_ports=node_ports,
+                auth=auth,
+                loopback=loopback,
+                max_switch_wait=max_switch_wait,
+            )
             env["SLURM_CONF"] = str(conf)
             sup = _Supervisor(env, workdir, workdir / "log" / "supervisor.log")
-            cluster = SlurmCluster(nodes=nodes, workdir=workdir, conf_path=conf,
-                                   topology_path=workdir / "etc" / "topology.conf",
-                                   ctld_port=ports[0], node_ports=node_ports, auth=auth,
-                                   env=env, _sup=sup)
+            cluster = SlurmCluster(
+                nodes=nodes,
+                workdir=workdir,
+                conf_path=conf,
+                topology_path=workdir / "etc" / "topology.conf",
+                ctld_port=ports[0],
+                node_ports=node_ports,
+                auth=auth,
+                env=env,
+                _sup=sup,
+            )
             deadline = time.monotonic() + timeout
             if auth == "munge":
                 _start_munged(workdir, start, sup, deadline)
@@ -691,8 +770,7 @@ def slurm_cluster(nodes: list[str], topology_conf: str, workdir: Path, *, cpus: 
             _wait_ports(sup, {"slurmctld": ports[0]}, deadline, failed)
             for n in nodes:
                 start(f"slurmd-{n}", ["slurmd", "-D", "-N", n, "-f", str(conf)])
-            _wait_ports(sup, {f"slurmd-{n}": p for n, p in node_ports.items()}, deadline,
-                        failed)
+            _wait_ports(sup, {f"slurmd-{n}": p for n, p in node_ports.items()}, deadline, failed)
         _wait_idle(cluster, sup, deadline, timeout, failed)
         yield cluster
     finally:
@@ -709,12 +787,22 @@ def _start_munged(workdir: Path, start, sup: _Supervisor, deadline: float) -> No
         (m / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(m / sub, mode)  # munged insists: socket dir 0755, key dir 0700
     key = m / "etc" / "munge.key"
-    subprocess.run(["mungekey", "--create", f"--keyfile={key}", "--force"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["mungekey", "--create", f"--keyfile={key}", "--force"], check=True, capture_output=True
+    )
     sock = m / "run" / "munge.socket"
-    start("munged", ["munged", "--foreground", f"--socket={sock}", f"--key-file={key}",
-                         f"--log-file={m / 'munged.log'}", f"--pid-file={m / 'run' / 'munged.pid'}",
-                         f"--seed-file={m / 'lib' / 'munged.seed'}"])
+    start(
+        "munged",
+        [
+            "munged",
+            "--foreground",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--log-file={m / 'munged.log'}",
+            f"--pid-file={m / 'run' / 'munged.pid'}",
+            f"--seed-file={m / 'lib' / 'munged.seed'}",
+        ],
+    )
     while not sock.exists():
         if not sup.alive("munged") or time.monotonic() > deadline:
             log = m / "munged.log"
@@ -738,8 +826,9 @@ def _wait_ports(sup: _Supervisor, want: dict[str, int], deadline: float, failed)
             time.sleep(0.02)
 
 
-def _wait_idle(cluster: SlurmCluster, sup: _Supervisor, deadline: float, timeout: float,
-               failed) -> None:
+def _wait_idle(
+    cluster: SlurmCluster, sup: _Supervisor, deadline: float, timeout: float, failed
+) -> None:
     want = set(cluster.nodes)
     while True:
         r = cluster.run("sinfo", "-h", "-N", "-o", "%N %t", timeout=max(5.0, timeout))
@@ -752,13 +841,13 @@ def _wait_idle(cluster: SlurmCluster, sup: _Supervisor, deadline: float, timeout
         if time.monotonic() > deadline:
             not_idle = {n: states.get(n, "?") for n in cluster.nodes if states.get(n) != "idle"}
             reasons = cluster.run("sinfo", "-R", timeout=10).stdout
-            raise failed(f"nodes not idle after {timeout}s: "
-                         f"{dict(list(not_idle.items())[:10])}\n{reasons}")
+            raise failed(
+                f"nodes not idle after {timeout}s: {dict(list(not_idle.items())[:10])}\n{reasons}"
+            )
         time.sleep(0.1)
 
 
-def _stop(cluster: SlurmCluster | None, sup: _Supervisor | None,
-          slurm_conf: str | None) -> None:
+def _stop(cluster: SlurmCluster | None, sup: _Supervisor | None, slurm_conf: str | None) -> None:
     if sup is not None:
         if cluster is not None and sup.alive("slurmctld"):
             with contextlib.suppress(Exception):

@@ -15,8 +15,14 @@ ENV = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160"}
 
 
 def fl(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], capture_output=True,
-                          text=True, env=ENV, input=input, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabriclab.cli", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        input=input,
+        timeout=120,
+    )
 
 
 # The seed's listing (ai-lab part 7), every line it shows, tabs as the tool prints them.
@@ -100,15 +106,24 @@ def test_validate_ok_and_bad(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["validate", "no-such-spec"], "error: no-such-spec: no such file, and not a preset"),
-    (["render", "lab", "ibnetdiscover", "--from", "nobody"], "error: --from: no tray, CA or node"),
-    (["render", "lab", "ibnetdiscover", "--from", "sched-worker1:mlx5_9"], "has no HCA 'mlx5_9'"),
-    (["render", "lab", "ibnetdiscover", "--from", "LAB-IBLEAF-01"], "is a switch"),
-    (["render", "lab", "ibnetdiscover", "-o", "/nonexistent/dir/x"], "cannot write"),
-    (["import", "/nonexistent", "-o", "-"], "error: /nonexistent: cannot read"),
-    (["validate", "lab", "--trays", "0"], "error: --trays: "),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["validate", "no-such-spec"], "error: no-such-spec: no such file, and not a preset"),
+        (
+            ["render", "lab", "ibnetdiscover", "--from", "nobody"],
+            "error: --from: no tray, CA or node",
+        ),
+        (
+            ["render", "lab", "ibnetdiscover", "--from", "sched-worker1:mlx5_9"],
+            "has no HCA 'mlx5_9'",
+        ),
+        (["render", "lab", "ibnetdiscover", "--from", "LAB-IBLEAF-01"], "is a switch"),
+        (["render", "lab", "ibnetdiscover", "-o", "/nonexistent/dir/x"], "cannot write"),
+        (["import", "/nonexistent", "-o", "-"], "error: /nonexistent: cannot read"),
+        (["validate", "lab", "--trays", "0"], "error: --trays: "),
+    ],
+)
 def test_user_errors_are_one_line_never_a_traceback(args, needle):
     r = fl(*args)
     assert r.returncode == 2
@@ -120,7 +135,11 @@ def test_user_errors_are_one_line_never_a_traceback(args, needle):
 
 
 def test_import_real_dump_then_render(tmp_path):
-    dump = FIXTURES / "real" / "gary-minghuili__infiniband-exporter__data__ibdiagnet2__ibdiagnet2.ibnetdiscover"
+    dump = (
+        FIXTURES
+        / "real"
+        / "gary-minghuili__infiniband-exporter__data__ibdiagnet2__ibdiagnet2.ibnetdiscover"
+    )
     spec = tmp_path / "seq.yaml"
     r = fl("import", str(dump), "-o", str(spec))
     assert r.returncode == 0, r.stderr
@@ -135,9 +154,11 @@ def test_import_real_dump_then_render(tmp_path):
 
 def test_import_reports_what_it_could_not_read(tmp_path):
     src = tmp_path / "dump.txt"
-    src.write_text('Switch\t8 "S-0000000000000001"\t\t# "sw" base port 0 lid 1 lmc 0\n'
-                   '[1]\t"S-0000000000000002"[1]\t\t# "sw2" lid 2 4xHDR\n'
-                   'garbage here\n\n')
+    src.write_text(
+        'Switch\t8 "S-0000000000000001"\t\t# "sw" base port 0 lid 1 lmc 0\n'
+        '[1]\t"S-0000000000000002"[1]\t\t# "sw2" lid 2 4xHDR\n'
+        "garbage here\n\n"
+    )
     r = fl("import", str(src), "-o", str(tmp_path / "out.yaml"))
     assert r.returncode == 1  # written, but something was left out
     assert f"warning: {src}:3: not an ibnetdiscover line: 'garbage here'" in r.stderr

@@ -13,8 +13,11 @@ MAX64 = (1 << 64) - 1
 
 
 def widths(layout) -> dict[str, int]:
-    return {name: width for name, _, width in layout.fields
-            if name not in ("PortSelect", "CounterSelect", "CounterSelect2")}
+    return {
+        name: width
+        for name, _, width in layout.fields
+        if name not in ("PortSelect", "CounterSelect", "CounterSelect2")
+    }
 
 
 def test_a_fresh_port_counts_nothing():
@@ -72,21 +75,48 @@ def test_each_view_resets_on_its_own():
 
 # CounterSelect (and CounterSelect2 as 16 + n) bits of each view (16.1.3.5, 16.1.4.11)
 PORT_COUNTERS_BITS = {
-    "SymbolErrorCounter": 0, "LinkErrorRecoveryCounter": 1, "LinkDownedCounter": 2,
-    "PortRcvErrors": 3, "PortRcvRemotePhysicalErrors": 4, "PortRcvSwitchRelayErrors": 5,
-    "PortXmitDiscards": 6, "PortXmitConstraintErrors": 7, "PortRcvConstraintErrors": 8,
-    "LocalLinkIntegrityErrors": 9, "ExcessiveBufferOverrunErrors": 10, "VL15Dropped": 11,
-    "PortXmitData": 12, "PortRcvData": 13, "PortXmitPkts": 14, "PortRcvPkts": 15,
-    "PortXmitWait": 16, "QP1Dropped": 17,
+    "SymbolErrorCounter": 0,
+    "LinkErrorRecoveryCounter": 1,
+    "LinkDownedCounter": 2,
+    "PortRcvErrors": 3,
+    "PortRcvRemotePhysicalErrors": 4,
+    "PortRcvSwitchRelayErrors": 5,
+    "PortXmitDiscards": 6,
+    "PortXmitConstraintErrors": 7,
+    "PortRcvConstraintErrors": 8,
+    "LocalLinkIntegrityErrors": 9,
+    "ExcessiveBufferOverrunErrors": 10,
+    "VL15Dropped": 11,
+    "PortXmitData": 12,
+    "PortRcvData": 13,
+    "PortXmitPkts": 14,
+    "PortRcvPkts": 15,
+    "PortXmitWait": 16,
+    "QP1Dropped": 17,
 }
 EXT_BITS = {
-    "PortXmitData": 0, "PortRcvData": 1, "PortXmitPkts": 2, "PortRcvPkts": 3,
-    "PortUnicastXmitPkts": 4, "PortUnicastRcvPkts": 5, "PortMulticastXmitPkts": 6,
-    "PortMulticastRcvPkts": 7, "SymbolErrorCounter": 16, "LinkErrorRecoveryCounter": 17,
-    "LinkDownedCounter": 18, "PortRcvErrors": 19, "PortRcvRemotePhysicalErrors": 20,
-    "PortRcvSwitchRelayErrors": 21, "PortXmitDiscards": 22, "PortXmitConstraintErrors": 23,
-    "PortRcvConstraintErrors": 24, "LocalLinkIntegrityErrors": 25,
-    "ExcessiveBufferOverrunErrors": 26, "VL15Dropped": 27, "PortXmitWait": 28, "QP1Dropped": 29,
+    "PortXmitData": 0,
+    "PortRcvData": 1,
+    "PortXmitPkts": 2,
+    "PortRcvPkts": 3,
+    "PortUnicastXmitPkts": 4,
+    "PortUnicastRcvPkts": 5,
+    "PortMulticastXmitPkts": 6,
+    "PortMulticastRcvPkts": 7,
+    "SymbolErrorCounter": 16,
+    "LinkErrorRecoveryCounter": 17,
+    "LinkDownedCounter": 18,
+    "PortRcvErrors": 19,
+    "PortRcvRemotePhysicalErrors": 20,
+    "PortRcvSwitchRelayErrors": 21,
+    "PortXmitDiscards": 22,
+    "PortXmitConstraintErrors": 23,
+    "PortRcvConstraintErrors": 24,
+    "LocalLinkIntegrityErrors": 25,
+    "ExcessiveBufferOverrunErrors": 26,
+    "VL15Dropped": 27,
+    "PortXmitWait": 28,
+    "QP1Dropped": 29,
 }
 
 

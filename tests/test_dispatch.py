@@ -61,8 +61,9 @@ class Lab:
         self.peers.append(theirs)
         return cl, theirs
 
-    def ask(self, cl: Client, peer: socket.socket, mad: bytes, dlid: int = 0xFFFF,
-            dqp: int = 0) -> None:
+    def ask(
+        self, cl: Client, peer: socket.socket, mad: bytes, dlid: int = 0xFFFF, dqp: int = 0
+    ) -> None:
         peer.send(simwire.request(dlid, 0, mad.ljust(256, b"\0"), dqp=dqp))
         self.srv.transport.receive(cl)
 
@@ -96,8 +97,9 @@ def lab():
 def _route(lab: Lab) -> None:
     """The leaf's forwarding table: every CA LID out its port."""
     leaf = lab.port(LEAF).node.sw
-    leaf.write_lft_block(1, bytes(0xFF if not 100 <= 64 + i <= 107 else 64 + i - 99
-                                  for i in range(64)))
+    leaf.write_lft_block(
+        1, bytes(0xFF if not 100 <= 64 + i <= 107 else 64 + i - 99 for i in range(64))
+    )
     leaf.lft_top = 107
 
 
@@ -119,8 +121,16 @@ def test_a_directed_route_smp_is_answered_in_place(lab):
 def test_a_set_through_a_directed_route_changes_the_fabric(lab):
     cl, peer = lab.attach(W1)
     si = lab.port(LEAF).node.sw.switch_info()
-    lab.ask(cl, peer, dr_smp(Attr.SWITCH_INFO, [1], method=Method.SET,
-                             data=SWITCH_INFO.pack({"LinearFdbTop": 300}, base=si)))
+    lab.ask(
+        cl,
+        peer,
+        dr_smp(
+            Attr.SWITCH_INFO,
+            [1],
+            method=Method.SET,
+            data=SWITCH_INFO.pack({"LinearFdbTop": 300}, base=si),
+        ),
+    )
     assert SWITCH_INFO.unpack(answer(peer)[5][64:128])["LinearFdbTop"] == 300
     assert lab.port(LEAF).node.sw.lft_top == 300
 
@@ -200,8 +210,11 @@ def test_an_sm_attaching_shows_in_capability_mask_and_a_trap(lab):
     h = MAD_HEADER.unpack(mad)
     assert (h["Method"], h["AttributeID"]) == (Method.TRAP, Attr.NOTICE)
     n = NOTICE.unpack(mad[64:128])
-    assert (n["NoticeTrapNumber"], n["NoticeIssuerLID"], n["NoticeType"]) == \
-        (TRAP_CAPABILITY_MASK_CHANGE, 104, 4)
+    assert (n["NoticeTrapNumber"], n["NoticeIssuerLID"], n["NoticeType"]) == (
+        TRAP_CAPABILITY_MASK_CHANGE,
+        104,
+        4,
+    )
     assert n["NoticeDataTrap144CapMask"] == w2.cap_mask
     lab.srv.transport.detach(second, "test")
     assert not w2.cap_mask & CAP_IS_SM
@@ -215,8 +228,9 @@ def test_a_link_taken_down_is_reported_by_the_switch(lab):
     leaf0 = lab.port(LEAF)
     leaf0.smlid = 100
     leaf0.node.sw.state_change = 0
-    pi = PORT_INFO.pack({"LinkState": 0, "PhysLinkState": PhysState.DISABLED},
-                        base=lab.port(LEAF, 5).port_info())
+    pi = PORT_INFO.pack(
+        {"LinkState": 0, "PhysLinkState": PhysState.DISABLED}, base=lab.port(LEAF, 5).port_info()
+    )
     lab.ask(sm, sm_peer, dr_smp(Attr.PORT_INFO, [1], method=Method.SET, mod=5, data=pi))
     traps = [answer(sm_peer), answer(sm_peer)]
     assert NOTICE.unpack(traps[0][5][64:128])["NoticeTrapNumber"] == TRAP_LINK_STATE_CHANGE

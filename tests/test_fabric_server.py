@@ -61,14 +61,24 @@ def test_ibnetdiscover_ports_report_equals_the_renderer(up):
 def test_iblinkinfo_sees_every_link_active_at_the_model_rate(up):
     """After OpenSM, every cabled port is Active/LinkUp, with the model's LIDs."""
     out = up.run(up.origin, "iblinkinfo", "--switches-only").stdout
-    links = re.findall(r"^\s*(\d+)\s+(\d+)\[\s*\]\s+==\(\s*(\d+X)\s+([\d.]+) Gbps\s+(\w+)/\s*(\w+)\)==>"
-                       r"\s+(\d+)\s+(\d+)\[", out, re.M)
+    links = re.findall(
+        r"^\s*(\d+)\s+(\d+)\[\s*\]\s+==\(\s*(\d+X)\s+([\d.]+) Gbps\s+(\w+)/\s*(\w+)\)==>"
+        r"\s+(\d+)\s+(\d+)\[",
+        out,
+        re.M,
+    )
     fabric = up.cluster.fabric
-    want = {(sw.lid, p.num) for sw in fabric.switches() for p in sw.iter_ports()
-            if p.num and p.peer is not None}
+    want = {
+        (sw.lid, p.num)
+        for sw in fabric.switches()
+        for p in sw.iter_ports()
+        if p.num and p.peer is not None
+    }
     assert {(int(lid), int(port)) for lid, port, *_ in links} == want
     gbps = {"4xNDR": "106.25", "4xHDR": "53.125"}[up.rate]
-    assert {(w, s, st, ph) for _, _, w, s, st, ph, _, _ in links} == {("4X", gbps, "Active", "LinkUp")}
+    assert {(w, s, st, ph) for _, _, w, s, st, ph, _, _ in links} == {
+        ("4X", gbps, "Active", "LinkUp")
+    }
 
 
 def test_lid_routes_reach_their_destination(up):
@@ -77,8 +87,12 @@ def test_lid_routes_reach_their_destination(up):
     trays = up.cluster.trays
     src, dst = trays[0].hcas[0], trays[-1].hcas[-1]
     port = next(p for p in dst.iter_ports() if p.peer is not None)
-    out = up.run(trays[0].host, "ibtracert", str(next(p for p in src.iter_ports() if p.peer).lid),
-                 str(port.lid)).stdout
+    out = up.run(
+        trays[0].host,
+        "ibtracert",
+        str(next(p for p in src.iter_ports() if p.peer).lid),
+        str(port.lid),
+    ).stdout
     assert out.splitlines()[0].startswith(f"From ca {{0x{src.guid:016x}}}")
     assert out.splitlines()[-1].startswith(f"To ca {{0x{dst.guid:016x}}}")
     hops = re.findall(r"-> switch port \{0x([0-9a-f]+)\}\[(\d+)\]", out)
@@ -126,8 +140,14 @@ def test_perfquery_counts_and_resets(up):
     assert xmit > 0  # MADs cross the port too
     # a healthy fabric, just configured by the SM: no error counted anywhere
     plain = up.run(up.origin, "perfquery").stdout
-    for name in ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
-                 "PortRcvErrors", "PortXmitDiscards", "PortRcvSwitchRelayErrors"):
+    for name in (
+        "SymbolErrorCounter",
+        "LinkErrorRecoveryCounter",
+        "LinkDownedCounter",
+        "PortRcvErrors",
+        "PortXmitDiscards",
+        "PortRcvSwitchRelayErrors",
+    ):
         assert re.search(rf"^{name}:\.+0$", plain, re.M), name
     up.run(up.origin, "perfquery", "-R")
     after = up.run(up.origin, "perfquery").stdout
@@ -151,8 +171,11 @@ def test_xdr_as_rdma_core_v44_sees_it(real_tools, tmp_path):
     assert no_timestamp(real) == no_timestamp(ours.replace("4xXDR", "4xQDR"))
     assert "LinkSpeedExtActive:..............No Extended Speed" in pi
     assert "CapabilityMask2:.................0x1c30" in pi  # ExtSpeeds2 and XDR supported
-    assert re.search(r"LinkSpeedExtSupported:\.+14\.0625 Gbps or 25\.78125 Gbps or "
-                     r"53\.125 Gbps or 106\.25 Gbps", pi)
+    assert re.search(
+        r"LinkSpeedExtSupported:\.+14\.0625 Gbps or 25\.78125 Gbps or "
+        r"53\.125 Gbps or 106\.25 Gbps",
+        pi,
+    )
 
 
 def test_perfquery_all_ports_of_a_switch(up):

@@ -96,9 +96,14 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
             s.bind(simwire.sockname(f.name, f"ctl{os.getpid() + 7}"))
             s.settimeout(1)
             for _ in range(300):
-                raw = rng.choice([rng.randbytes(rng.randrange(200)),
-                                  simwire.Ctl(rng.randrange(50), rng.randrange(20), 0,
-                                           rng.randbytes(64)).encode()])
+                raw = rng.choice(
+                    [
+                        rng.randbytes(rng.randrange(200)),
+                        simwire.Ctl(
+                            rng.randrange(50), rng.randrange(20), 0, rng.randbytes(64)
+                        ).encode(),
+                    ]
+                )
                 s.sendto(raw, simwire.sockname(f.name, "ctl"))
         # a connected client sending a few thousand broken datagrams
         with SimClient(f.name, "sched-worker2", timeout=0.2) as c:
@@ -124,12 +129,19 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
             c.data.settimeout(5)
             status, reply = c.request(dr_smp(0x11, [1]))  # still answered, correctly
             leaf = f.cluster.fabric.find("MF0;LAB-IBLEAF-01:MQM9701/U1")
-            assert status == 0 and reply[64 + 12:64 + 20] == leaf.guid.to_bytes(8, "big")
+            assert status == 0 and reply[64 + 12 : 64 + 20] == leaf.guid.to_bytes(8, "big")
         # tools killed in the middle of their work
         env = f.tool_env("sched-worker1")
-        procs = [subprocess.Popen(["ibnetdiscover"], env=env, cwd=tmp_path,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for _ in range(6)]
+        procs = [
+            subprocess.Popen(
+                ["ibnetdiscover"],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(6)
+        ]
         time.sleep(0.05)
         for p in procs:
             p.send_signal(signal.SIGKILL)
@@ -144,8 +156,9 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
         assert len(outs) <= 1, outs
         assert inst.alive()
         start, _ = find_port(f.cluster, "sched-worker1")
-        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
-            no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == no_timestamp(
+            ibnetdiscover.render(f.cluster.fabric, start)
+        )
 
 
 def _out_sockets(name: str) -> list[str]:
@@ -171,6 +184,7 @@ def test_sma_semantics(real_tools, tmp_path):
         assert r[4:6] == (0x8000 | 0x001C).to_bytes(2, "big")
         # ACTIVE straight from INIT is refused; ARMED then ACTIVE is accepted
         from fabriclab.ib.mad.layouts import PORT_INFO
+
         st, pi = c.request(dr_smp(0x15, [1], mod=3))
         cur = bytes(pi[64:128])
         assert PORT_INFO.get(cur, "LinkState") == 2
@@ -221,14 +235,17 @@ def test_ibportstate_takes_a_link_down_and_opensm_reacts(real_tools, tmp_path):
 
         def link(port: int) -> str:
             out = f.run("sched-worker1", "iblinkinfo", "--switches-only").stdout
-            return next(line for line in out.splitlines()
-                        if re.match(rf"\s+{leaf.lid}\s+{port}\[", line))
+            return next(
+                line for line in out.splitlines() if re.match(rf"\s+{leaf.lid}\s+{port}\[", line)
+            )
 
         assert "Disabled" in link(5)
         assert "Active" in link(4)
         # the trap reached OpenSM, which swept again
-        trap = f"Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) " \
-               f"from LID:{leaf.lid} "
+        trap = (
+            f"Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) "
+            f"from LID:{leaf.lid} "
+        )
         swept = re.compile(re.escape(trap) + r"(?s:.*)SUBNET UP")
         deadline = time.monotonic() + 20
         while not swept.search(f.opensm_log()) and time.monotonic() < deadline:
@@ -250,13 +267,24 @@ def test_exec_shims_and_errors(real_tools, tmp_path):
     with fabric_up("lab", tmp_path) as f:
         r = f.fabriclab("exec", "--name", f.name, "sched-worker2:mlx5_2", "--", "ibnetdiscover")
         assert r.returncode == 0
-        assert "# Initiated from node " + f"{f.cluster.fabric.find('sched-worker2 mlx5_2').guid:016x}" \
+        assert (
+            "# Initiated from node " + f"{f.cluster.fabric.find('sched-worker2 mlx5_2').guid:016x}"
             in r.stdout
+        )
         # one-line errors, never a traceback
         for args, msg in [
-            (["exec", "--name", f.name, "nosuch-tray", "--", "ibnetdiscover"], "no tray, CA or node"),
-            (["exec", "--name", f.name, "sched-worker1", "--", "no-such-tool-x"], "command not found"),
-            (["exec", "--name", "never-started", "sched-worker1", "--", "ibnetdiscover"], "no fabric named"),
+            (
+                ["exec", "--name", f.name, "nosuch-tray", "--", "ibnetdiscover"],
+                "no tray, CA or node",
+            ),
+            (
+                ["exec", "--name", f.name, "sched-worker1", "--", "no-such-tool-x"],
+                "command not found",
+            ),
+            (
+                ["exec", "--name", "never-started", "sched-worker1", "--", "ibnetdiscover"],
+                "no fabric named",
+            ),
             (["up", "lab", "--name", f.name], "already up"),
             (["down", "--name", "never-started"], "no fabric named"),
             (["up", "lab", "--name", "a/b"], "without '/'"),
@@ -273,14 +301,31 @@ def test_exec_shims_and_errors(real_tools, tmp_path):
         assert r.returncode == 0, r.stderr
         env = {k: v for k, v in f.env.items() if k not in ("LD_PRELOAD",)}
         env["PATH"] = f"{bindir}:{env['PATH']}"
-        out = subprocess.run(["sh", "-c", "sudo ibnetdiscover"], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["sh", "-c", "sudo ibnetdiscover"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         start, _ = find_port(f.cluster, "sched-worker2")
-        assert no_timestamp(out.stdout) == no_timestamp(ibnetdiscover.render(f.cluster.fabric, start))
-        smi = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId "
-                              "--format=csv,noheader"], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, timeout=60)
+        assert no_timestamp(out.stdout) == no_timestamp(
+            ibnetdiscover.render(f.cluster.fabric, start)
+        )
+        smi = subprocess.run(
+            [
+                "sh",
+                "-c",
+                "nvidia-smi --query-gpu=fabric.clusterUuid,fabric.cliqueId --format=csv,noheader",
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert smi.stdout.splitlines() == ["7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91, 1"] * 4
         assert (bindir / "perfquery").exists() and os.access(bindir / "perfquery", os.X_OK)
 
@@ -290,13 +335,20 @@ def test_foreground_up_stops_cleanly_on_sigint(real_tools, tmp_path):
     and leaves no record behind; its OpenSM goes with it."""
     env = {**os.environ, "FABRICLAB_STATE_DIR": str(tmp_path / "state")}
     name = f"flfg{os.getpid()}"
-    proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "up", "lab", "--name", name,
-                             "--sm"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fabriclab.cli", "up", "lab", "--name", name, "--sm"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     record = tmp_path / "state" / f"{name}.json"
     deadline = time.monotonic() + 60
-    while not (tmp_path / "state" / f"{name}.opensm" / "opensm.log").exists() or \
-            "SUBNET UP" not in (tmp_path / "state" / f"{name}.opensm" / "opensm.log").read_text():
+    while (
+        not (tmp_path / "state" / f"{name}.opensm" / "opensm.log").exists()
+        or "SUBNET UP" not in (tmp_path / "state" / f"{name}.opensm" / "opensm.log").read_text()
+    ):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     assert record.exists()
@@ -306,5 +358,7 @@ def test_foreground_up_stops_cleanly_on_sigint(real_tools, tmp_path):
     assert proc.returncode == 0, err
     assert f"fabric {name!r} down:" in err and "MADs" in err
     assert not record.exists()
-    assert not os.path.exists(f"/proc/{sm_pid}") or \
-        open(f"/proc/{sm_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    assert (
+        not os.path.exists(f"/proc/{sm_pid}")
+        or open(f"/proc/{sm_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    )

@@ -15,8 +15,11 @@ def _rows() -> list[dict[str, str]]:
 
 
 def test_every_fixture_file_is_in_the_manifest_and_no_more():
-    files = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*")
-             if p.is_file() and p.name != "MANIFEST.tsv"}
+    files = {
+        str(p.relative_to(FIXTURES))
+        for p in FIXTURES.rglob("*")
+        if p.is_file() and p.name != "MANIFEST.tsv"
+    }
     listed = [row["file"] for row in _rows()]
     assert len(listed) == len(set(listed))
     assert set(listed) == files
@@ -26,6 +29,8 @@ def test_each_row_names_source_commit_and_licence():
     for row in _rows():
         assert row["source_repo"].count("/") == 1 and row["source_path"], row["file"]
         assert re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row["file"]
-        assert row["licence"] and row["copy"] in ("verbatim", "extracted", "transcribed"), row["file"]
+        assert row["licence"] and row["copy"] in ("verbatim", "extracted", "transcribed"), row[
+            "file"
+        ]
         if row["licence"] == "none":  # kept as facts, and only what the tests read
             assert "no licence" in row["note"], row["file"]

@@ -21,12 +21,18 @@ def parse(fixtures_dir, group, name):
 
 
 def links_of(fabric):
-    return {frozenset([(a.node.label, a.num), (b.node.label, b.num)]): (a.width.token, a.speed.token)
-            for a, b in fabric.links()}
+    return {
+        frozenset([(a.node.label, a.num), (b.node.label, b.num)]): (a.width.token, a.speed.token)
+        for a, b in fabric.links()
+    }
 
 
 def test_ibdiagnet_ndr_rail_optimized_cluster(fixtures_dir):
-    d = parse(fixtures_dir, REAL, "gary-minghuili__infiniband-exporter__data__ibdiagnet2__ibdiagnet2.ibnetdiscover")
+    d = parse(
+        fixtures_dir,
+        REAL,
+        "gary-minghuili__infiniband-exporter__data__ibdiagnet2__ibdiagnet2.ibnetdiscover",
+    )
     f = d.fabric
     assert d.warnings == []
     assert len(f.switches()) == 9
@@ -39,7 +45,9 @@ def test_ibdiagnet_ndr_rail_optimized_cluster(fixtures_dir):
         assert an.port(1).peer.num == 65 and an.guid == sw.guid + 8 and an.sysimgguid == sw.guid
         assert an.devid == 0xCF09
     core = f.by_guid[0xB0CF0E0300D33FC0]
-    assert core.desc == "MF0;ib-switch-sequoia:MQM9700/U1" and core.lid == 180 and core.enhanced_port0
+    assert (
+        core.desc == "MF0;ib-switch-sequoia:MQM9700/U1" and core.lid == 180 and core.enhanced_port0
+    )
     assert core.nports == 65 and core.devid == 0xD2F2
     hca = f.by_label["H-5c25730300e6706e"]
     assert hca.desc == "is-north-7-compute-1 mlx5_8" and hca.devid == 0x1021
@@ -49,7 +57,11 @@ def test_ibdiagnet_ndr_rail_optimized_cluster(fixtures_dir):
 
 
 def test_ports_report_with_down_ports(fixtures_dir):
-    d = parse(fixtures_dir, REAL, "treydock__infiniband_exporter__collectors__fixtures__ibnetdiscover__test.out")
+    d = parse(
+        fixtures_dir,
+        REAL,
+        "treydock__infiniband_exporter__collectors__fixtures__ibnetdiscover__test.out",
+    )
     f = d.fabric
     assert d.kind == "ports"
     assert len(f.switches()) == 4 and len(f.cas()) == 3 and f.link_count() == 4
@@ -64,7 +76,11 @@ def test_ports_report_with_down_ports(fixtures_dir):
 
 
 def test_ports_report_unquoted_description(fixtures_dir):
-    d = parse(fixtures_dir, REAL, "treydock__infiniband_exporter__collectors__fixtures__ibnetdiscover__test3.out")
+    d = parse(
+        fixtures_dir,
+        REAL,
+        "treydock__infiniband_exporter__collectors__fixtures__ibnetdiscover__test3.out",
+    )
     (sw,) = d.fabric.switches()
     assert sw.desc == "Infiniscale-IV Mellanox Technologies" and sw.lid == 479
 
@@ -81,8 +97,12 @@ def test_sun_qdr_dump_ca_on_port_2(fixtures_dir):
     d = parse(fixtures_dir, REAL, "jabl__ibtopotool__tests__4.topo")
     f = d.fabric
     ca = f.by_label["H-0003ba000100e388"]
-    assert ca.nports == 2 and ca.port(2).guid == 0x3BA000100E38A and ca.sysimgguid == 0x3BA000100E38B
-    assert ca.port(2).peer.node.desc == "Sun DCS 36 QDR switch localhost" and ca.port(2).peer.num == 23
+    assert (
+        ca.nports == 2 and ca.port(2).guid == 0x3BA000100E38A and ca.sysimgguid == 0x3BA000100E38B
+    )
+    assert (
+        ca.port(2).peer.node.desc == "Sun DCS 36 QDR switch localhost" and ca.port(2).peer.num == 23
+    )
     assert ca.port(1).peer is None
     assert d.from_guid == 0x0021283A8389A0A0
 
@@ -99,21 +119,36 @@ def test_partial_dump_with_trunk(fixtures_dir):
 
 
 def test_topograph_snippets(fixtures_dir):
-    one = parse(fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.01_Single_CA.in.txt").fabric
-    assert [(n.label, n.desc) for n in one.nodes] == [("H-043f720300f4bc9e", "ngcprd10-luna3086 mlx5_3")]
-    two = parse(fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.02_Single_Switch.in.txt").fabric
+    one = parse(
+        fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.01_Single_CA.in.txt"
+    ).fabric
+    assert [(n.label, n.desc) for n in one.nodes] == [
+        ("H-043f720300f4bc9e", "ngcprd10-luna3086 mlx5_3")
+    ]
+    two = parse(
+        fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.02_Single_Switch.in.txt"
+    ).fabric
     (sw,) = two.switches()
     assert sw.label == "Switch-1" and sw.desc == "switch1" and sw.nports == 1
-    three = parse(fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.03_Switch_with_connections.in.txt").fabric
+    three = parse(
+        fixtures_dir,
+        TOPO,
+        "pkg_ib_ib_test.ParseIbnetdiscoverFile.03_Switch_with_connections.in.txt",
+    ).fabric
     spine = three.by_label["S-08c0eb03008cc87c"]
     assert spine.desc == "MF0;IB-ComputeSpine-03:MQM8700/U1" and spine.lid == 304
     assert spine.port(1).peer.node.desc == "MF0;IB-ComputeLeaf-101:MQM8700/U1"
     assert spine.port(2).peer.node.lid == 383 and spine.port(2).speed.token == "???"
-    four = parse(fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.04_Multiple_entries.in.txt").fabric
+    four = parse(
+        fixtures_dir, TOPO, "pkg_ib_ib_test.ParseIbnetdiscoverFile.04_Multiple_entries.in.txt"
+    ).fabric
     assert len(four.switches()) == 6 and len(four.cas()) == 1 and four.link_count() == 5
     leaf = four.by_label["S-b8cef603008032b8"]
     assert [p.peer.node.label for p in leaf.iter_ports() if p.peer] == [
-        "S-08c0eb03008ccc3c", "S-08c0eb03008ccb5c", "S-08c0eb03008cc87c"]
+        "S-08c0eb03008ccc3c",
+        "S-08c0eb03008ccb5c",
+        "S-08c0eb03008cc87c",
+    ]
 
 
 def test_topograph_invalid_snippet_is_a_clear_error(fixtures_dir):
@@ -151,10 +186,16 @@ def test_import_builds_the_same_fabric(fixtures_dir, group, name):
 
 def test_every_fixture_dump_parses(fixtures_dir):
     """Nothing under tests/fixtures that looks like ibnetdiscover output is left out."""
-    names = sorted(p for p in (fixtures_dir / REAL).iterdir()
-                   if "ibnetdiscover" in p.name or p.suffix == ".topo")
-    names += sorted(p for p in (fixtures_dir / TOPO).iterdir() if "ibnetdiscover" in p.name.lower()
-                    and "Invalid" not in p.name)
+    names = sorted(
+        p
+        for p in (fixtures_dir / REAL).iterdir()
+        if "ibnetdiscover" in p.name or p.suffix == ".topo"
+    )
+    names += sorted(
+        p
+        for p in (fixtures_dir / TOPO).iterdir()
+        if "ibnetdiscover" in p.name.lower() and "Invalid" not in p.name
+    )
     assert len(names) >= 11
     for p in names:
         d = ibnetdiscover.parse_file(str(p))

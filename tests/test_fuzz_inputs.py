@@ -26,11 +26,43 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[Hea
 
 # --- spec loader ------------------------------------------------------------------------
 
-YAML_BITS = ["name: x\n", "trays:\n", "  - hosts: n[1-4]\n", "    hcas: 2\n", "fabric:\n",
-             "  fat_tree: {}\n", "  explicit:\n", "    switches: [{name: s1, lid: 5}]\n",
-             "    links: ['s1[1] -- s2[1]']\n", "&a ", "*a", "<<: *a\n", "? ", ": ", "- ", "[", "]",
-             "{", "}", "!!python/object:os.system", "!!binary", "!!int ", "0x", "9" * 50, "---\n",
-             "'", '"', "\t", "#", "~", "\n", "  ", "lids: {switch_base: 1}\n", "\x00", "\ufeff"]
+YAML_BITS = [
+    "name: x\n",
+    "trays:\n",
+    "  - hosts: n[1-4]\n",
+    "    hcas: 2\n",
+    "fabric:\n",
+    "  fat_tree: {}\n",
+    "  explicit:\n",
+    "    switches: [{name: s1, lid: 5}]\n",
+    "    links: ['s1[1] -- s2[1]']\n",
+    "&a ",
+    "*a",
+    "<<: *a\n",
+    "? ",
+    ": ",
+    "- ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "!!python/object:os.system",
+    "!!binary",
+    "!!int ",
+    "0x",
+    "9" * 50,
+    "---\n",
+    "'",
+    '"',
+    "\t",
+    "#",
+    "~",
+    "\n",
+    "  ",
+    "lids: {switch_base: 1}\n",
+    "\x00",
+    "\ufeff",
+]
 
 
 def _spec_outcome(text: str) -> None:
@@ -58,15 +90,64 @@ def test_spec_loader_yaml_like_text(text):
     _spec_outcome(text)
 
 
-scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
-           | st.text(max_size=12) | st.sampled_from(["n[1-4]", "n[1-100000]", "quantum-2", "NDR",
-                                                    "0xffffffffffffffffff", "{n:99999d}", "s1[1] -- s2[1]"]))
-KEYS = st.sampled_from(["name", "trays", "hosts", "hcas", "gpus", "fabric", "fat_tree", "explicit",
-                        "switches", "cas", "links", "lid", "lids", "lmc", "guid", "port_guids", "ports",
-                        "desc", "names", "leaf", "nvlink", "domains", "partitions", "tiers", "spines",
-                        "guids", "scheme", "switch_base", "ca_base", "trays_per_domain", "colour"])
-structures = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5)
-                          | st.dictionaries(KEYS, inner, max_size=6), max_leaves=30)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "n[1-4]",
+            "n[1-100000]",
+            "quantum-2",
+            "NDR",
+            "0xffffffffffffffffff",
+            "{n:99999d}",
+            "s1[1] -- s2[1]",
+        ]
+    )
+)
+KEYS = st.sampled_from(
+    [
+        "name",
+        "trays",
+        "hosts",
+        "hcas",
+        "gpus",
+        "fabric",
+        "fat_tree",
+        "explicit",
+        "switches",
+        "cas",
+        "links",
+        "lid",
+        "lids",
+        "lmc",
+        "guid",
+        "port_guids",
+        "ports",
+        "desc",
+        "names",
+        "leaf",
+        "nvlink",
+        "domains",
+        "partitions",
+        "tiers",
+        "spines",
+        "guids",
+        "scheme",
+        "switch_base",
+        "ca_base",
+        "trays_per_domain",
+        "colour",
+    ]
+)
+structures = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(KEYS, inner, max_size=6),
+    max_leaves=30,
+)
 
 
 @FUZZ
@@ -89,9 +170,15 @@ def test_spec_loader_matches_pyyaml_on_ordinary_documents():
 # --- hostlists --------------------------------------------------------------------------
 
 ranges = st.tuples(st.integers(0, 30), st.integers(0, 5), st.booleans()).map(
-    lambda t: (f"{t[0]:03d}" if t[2] else str(t[0])) + (f"-{t[0] + t[1]}" if t[1] else ""))
-terms = st.lists(st.sampled_from(["n", "gb-r", "-t", "x.y", "a_b"]) | ranges.map(lambda r: f"[{r}]")
-                 | st.integers(0, 99).map(str), min_size=1, max_size=4).map("".join)
+    lambda t: (f"{t[0]:03d}" if t[2] else str(t[0])) + (f"-{t[0] + t[1]}" if t[1] else "")
+)
+terms = st.lists(
+    st.sampled_from(["n", "gb-r", "-t", "x.y", "a_b"])
+    | ranges.map(lambda r: f"[{r}]")
+    | st.integers(0, 99).map(str),
+    min_size=1,
+    max_size=4,
+).map("".join)
 hostlists = st.lists(terms, min_size=1, max_size=4).map(",".join)
 
 
@@ -115,7 +202,10 @@ def test_hostlist_count_agrees_with_expand(text):
 
 
 @FUZZ
-@given(st.text(max_size=60) | st.lists(st.sampled_from(list("n[]-,0123456789 ab")), max_size=30).map("".join))
+@given(
+    st.text(max_size=60)
+    | st.lists(st.sampled_from(list("n[]-,0123456789 ab")), max_size=30).map("".join)
+)
 @example("n[1-1000000000000]")
 @example("n[" + "9" * 5000 + "]")
 @example("n[1-99999][1-99999]")
@@ -128,8 +218,14 @@ def test_hostlist_arbitrary_text(text):
 
 
 @FUZZ
-@given(st.lists(st.text(alphabet="abcdefgh0123456789-", min_size=1, max_size=10), min_size=1,
-                max_size=20, unique=True))
+@given(
+    st.lists(
+        st.text(alphabet="abcdefgh0123456789-", min_size=1, max_size=10),
+        min_size=1,
+        max_size=20,
+        unique=True,
+    )
+)
 def test_hostlist_names_round_trip(names):
     assume(all(not n.startswith("-") or True for n in names))
     assert hostlist.expand(",".join(names)) == names
@@ -193,20 +289,23 @@ def mutated_dumps(draw):
         elif op == "digit" and any(c.isdigit() for c in line):
             pos = draw(st.sampled_from([k for k, c in enumerate(line) if c.isdigit()]))
             new = draw(st.sampled_from(["0", "9", "99999", "255", "49152", "f" * 17, ""]))
-            lines[i] = line[:pos] + new + line[pos + 1:]
+            lines[i] = line[:pos] + new + line[pos + 1 :]
         elif op == "cut" and line:
-            lines[i] = line[:draw(st.integers(0, len(line)))]
+            lines[i] = line[: draw(st.integers(0, len(line)))]
         elif op == "insert":
             lines.insert(i, draw(st.text(max_size=40)))
         elif op == "replace" and line:
             pos = draw(st.integers(0, len(line) - 1))
-            lines[i] = line[:pos] + draw(st.sampled_from(['"', "'", "[", "]", "(", ")", "#", " ", "\t", "x"])) \
-                + line[pos + 1:]
+            lines[i] = (
+                line[:pos]
+                + draw(st.sampled_from(['"', "'", "[", "]", "(", ")", "#", " ", "\t", "x"]))
+                + line[pos + 1 :]
+            )
         if not lines:
             lines = [""]
     text = "\n".join(lines)
     if draw(st.booleans()):
-        text = text[:draw(st.integers(0, len(text)))]
+        text = text[: draw(st.integers(0, len(text)))]
     return text
 
 
@@ -226,9 +325,12 @@ def test_round_trip_still_exact():
 def test_import_of_every_test_dump_validates(fixtures_dir):
     """Every dump the tests hold (tests/fixtures and the hostile table) imports to a spec
     that validate accepts."""
-    texts = [p.read_text(errors="replace") for group in ("real", "topograph")
-             for p in sorted((fixtures_dir / group).iterdir())
-             if "ibnetdiscover" in p.name.lower() or p.suffix == ".topo"]
+    texts = [
+        p.read_text(errors="replace")
+        for group in ("real", "topograph")
+        for p in sorted((fixtures_dir / group).iterdir())
+        if "ibnetdiscover" in p.name.lower() or p.suffix == ".topo"
+    ]
     for case in hc.CASES:
         for name, content in case.files.items():
             if name == "dump.txt":

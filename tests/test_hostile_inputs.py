@@ -26,6 +26,10 @@ def test_hostile_input(case: hc.Case, tmp_path: Path):
     assert o.rss_mb <= RSS_MB, f"{case.name} peaked at {o.rss_mb:.0f} MB"
     if case.validate_output:
         # import never writes what validate rejects
-        v = hc.run(case, tmp_path, timeout=60, as_limit=AS_LIMIT, args=("validate", case.validate_output))
-        assert v.rc == 0, f"validate {case.validate_output}: {v.stderr}\n" + (
-            tmp_path / case.validate_output).read_text()[:3000]
+        v = hc.run(
+            case, tmp_path, timeout=60, as_limit=AS_LIMIT, args=("validate", case.validate_output)
+        )
+        assert v.rc == 0, (
+            f"validate {case.validate_output}: {v.stderr}\n"
+            + (tmp_path / case.validate_output).read_text()[:3000]
+        )

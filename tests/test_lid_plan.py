@@ -21,16 +21,28 @@ def test_budget_is_the_unicast_lids():
     check_lid_budget(49_000, 151, "trays")  # 49,151 LIDs: exactly the unicast range
     with pytest.raises(SpecError) as e:
         check_lid_budget(49_000, 150, "fabric.fat_tree", extra_cas=2)
-    assert problems(e) == [("fabric.fat_tree", "49002 CA ports and 150 switches need 49152 LIDs, one "
-                            "each; a subnet has 49151 unicast LIDs (0x0001-0xBFFF, IBA 4.1.3)")]
+    assert problems(e) == [
+        (
+            "fabric.fat_tree",
+            "49002 CA ports and 150 switches need 49152 LIDs, one "
+            "each; a subnet has 49151 unicast LIDs (0x0001-0xBFFF, IBA 4.1.3)",
+        )
+    ]
     with pytest.raises(SpecError) as e:
         check_lid_budget(49_152, 0, "trays")
-    assert problems(e) == [("trays", "49152 CA ports need 49152 LIDs, one each; a subnet has 49151 "
-                            "unicast LIDs (0x0001-0xBFFF, IBA 4.1.3)")]
+    assert problems(e) == [
+        (
+            "trays",
+            "49152 CA ports need 49152 LIDs, one each; a subnet has 49151 "
+            "unicast LIDs (0x0001-0xBFFF, IBA 4.1.3)",
+        )
+    ]
 
 
-@pytest.mark.parametrize("switch_base,switches,base", [
-    (1, 10, 100), (1, 99, 100), (1, 100, 200), (95, 10, 200), (49_100, 40, 49_200)])
+@pytest.mark.parametrize(
+    "switch_base,switches,base",
+    [(1, 10, 100), (1, 99, 100), (1, 100, 200), (95, 10, 200), (49_100, 40, 49_200)],
+)
 def test_default_ca_base(switch_base, switches, base):
     assert default_ca_base(switch_base, switches) == base
 
@@ -51,7 +63,11 @@ def _fabric():
     h2.port(1).lid, h2.port(1).lmc = 100, 2
     trays[0].hcas.append(h1)
     trays[1].hcas.append(h2)
-    return f, trays, {"leaf1": leaf1, "spine": spine, "leaf2": leaf2, "storage": storage, "h1": h1, "h2": h2}
+    return (
+        f,
+        trays,
+        {"leaf1": leaf1, "spine": spine, "leaf2": leaf2, "storage": storage, "h1": h1, "h2": h2},
+    )
 
 
 def test_switches_top_tier_first_then_cas_in_tray_order():
@@ -84,13 +100,18 @@ def test_given_ca_base_does_not_wrap():
     f, trays, _ = _fabric()
     with pytest.raises(SpecError) as e:
         assign_lids(f, LidPlan(ca_base=49_150), trays)
-    assert problems(e) == [("lids", "from LID 49150, the CA ports run past the last unicast LID "
-                            "49151 (0xBFFF)")]
+    assert problems(e) == [
+        ("lids", "from LID 49150, the CA ports run past the last unicast LID 49151 (0xBFFF)")
+    ]
 
 
 def test_switches_past_the_range():
     f, trays, _ = _fabric()
     with pytest.raises(SpecError) as e:
         assign_lids(f, LidPlan(switch_base=49_151), trays)
-    assert problems(e) == [("lids.switch_base", "from LID 49151, the switches run past the last "
-                            "unicast LID 49151 (0xBFFF)")]
+    assert problems(e) == [
+        (
+            "lids.switch_base",
+            "from LID 49151, the switches run past the last unicast LID 49151 (0xBFFF)",
+        )
+    ]

@@ -37,6 +37,7 @@ def lab():
     def port(desc, num=None):
         node = sim.node_of(cluster.fabric.find(desc))
         return node.ports[num if num is not None else (0 if node.is_switch else 1)]
+
     return Links(router, traps), router, traps, port
 
 

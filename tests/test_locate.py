@@ -17,14 +17,17 @@ def _ca(desc: str):
     return LAB.fabric.find(desc)
 
 
-@pytest.mark.parametrize("text,desc", [
-    (None, "sched-worker1 mlx5_0"),  # the first tray's first HCA
-    ("sched-worker2", "sched-worker2 mlx5_0"),
-    ("sched-worker2:mlx5_3", "sched-worker2 mlx5_3"),
-    ("sched-worker2/mlx5_3", "sched-worker2 mlx5_3"),
-    ("sched-worker2:mlx5_3:1", "sched-worker2 mlx5_3"),
-    ("sched-worker1 mlx5_2", "sched-worker1 mlx5_2"),  # a CA by description
-])
+@pytest.mark.parametrize(
+    "text,desc",
+    [
+        (None, "sched-worker1 mlx5_0"),  # the first tray's first HCA
+        ("sched-worker2", "sched-worker2 mlx5_0"),
+        ("sched-worker2:mlx5_3", "sched-worker2 mlx5_3"),
+        ("sched-worker2/mlx5_3", "sched-worker2 mlx5_3"),
+        ("sched-worker2:mlx5_3:1", "sched-worker2 mlx5_3"),
+        ("sched-worker1 mlx5_2", "sched-worker1 mlx5_2"),  # a CA by description
+    ],
+)
 def test_ca_forms(text, desc):
     for switches in (False, True):
         port, problem = LAB.locate(text, switches=switches)
@@ -38,14 +41,19 @@ def test_a_ca_by_node_id_and_guid():
     assert LAB.locate(f"0x{ca.guid:016x}")[0] is ca.ports[1]
 
 
-@pytest.mark.parametrize("text,problem", [
-    ("nosuch", "no tray, CA or node 'nosuch' in this fabric"),
-    ("sched-worker1:mlx5_9", "tray 'sched-worker1' has no HCA 'mlx5_9' (it has mlx5_0, mlx5_1, "
-                             "mlx5_2, mlx5_3)"),
-    ("sched-worker1:mlx5_0:x", "bad port 'x'"),
-    ("sched-worker1:mlx5_0:2", "sched-worker1 mlx5_0 has ports 1-1"),
-    (LEAF, f"{LEAF!r} is a switch; run from a tray or CA"),
-])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("nosuch", "no tray, CA or node 'nosuch' in this fabric"),
+        (
+            "sched-worker1:mlx5_9",
+            "tray 'sched-worker1' has no HCA 'mlx5_9' (it has mlx5_0, mlx5_1, mlx5_2, mlx5_3)",
+        ),
+        ("sched-worker1:mlx5_0:x", "bad port 'x'"),
+        ("sched-worker1:mlx5_0:2", "sched-worker1 mlx5_0 has ports 1-1"),
+        (LEAF, f"{LEAF!r} is a switch; run from a tray or CA"),
+    ],
+)
 def test_what_a_tool_cannot_run_from(text, problem):
     assert LAB.locate(text) == (None, problem)
     assert find_port(LAB, text) == (None, problem)
@@ -63,18 +71,23 @@ def test_switches_where_the_caller_allows_them():
     ca = _ca("sched-worker1 mlx5_1")
     assert LAB.locate(f"{ca.label}:1", switches=True) == (ca.ports[1], "")
     assert LAB.locate(f"{ca.label}:0", switches=True) == (
-        None, "'sched-worker1 mlx5_1' has no port 0")
+        None,
+        "'sched-worker1 mlx5_1' has no port 0",
+    )
     # a CA with ``:PORT`` only where switches are allowed (render --from does not take it)
     assert LAB.locate(f"{ca.label}:1")[0] is None
     # and what names nothing still says so
     assert LAB.locate("nosuch:3", switches=True) == (
-        None, "no tray, CA or node 'nosuch:3' in this fabric")
+        None,
+        "no tray, CA or node 'nosuch:3' in this fabric",
+    )
     assert LAB.locate("", switches=True) == (None, "no tray, CA or node '' in this fabric")
 
 
 def test_a_fabric_without_a_ca():
     spec = parse_spec_text(
-        "name: bare\nfabric:\n  explicit:\n    switches:\n      - name: sw1\n", "bare.yaml")
+        "name: bare\nfabric:\n  explicit:\n    switches:\n      - name: sw1\n", "bare.yaml"
+    )
     cluster = build(spec)
     assert cluster.locate(None) == (None, "the fabric has no CA to run from")
 

@@ -95,9 +95,16 @@ _ONE_OF = {  # by layout, then field (MlnxExtPortInfo's speeds, for one, are pri
 }
 _ONE_OF["PortInfo"] = {
     "LinkState": {"NoChange": 0, "Down": 1, "Initialize": 2, "Armed": 3, "Active": 4},
-    "PhysLinkState": {"NoChange": 0, "Sleep": 1, "Polling": 2, "Disabled": 3,
-                      "PortConfigurationTraining": 4, "LinkUp": 5, "LinkErrorRecovery": 6,
-                      "PhyTest": 7},
+    "PhysLinkState": {
+        "NoChange": 0,
+        "Sleep": 1,
+        "Polling": 2,
+        "Disabled": 3,
+        "PortConfigurationTraining": 4,
+        "LinkUp": 5,
+        "LinkErrorRecovery": 6,
+        "PhyTest": 7,
+    },
     "LinkDownDefState": {"NoChange": 0, "Sleep": 1, "Polling": 2},
     "LinkWidthActive": _WIDTHS,
     "LinkSpeedActive": {"Extended speed": 0, **_SPEEDS},
@@ -107,15 +114,21 @@ _ONE_OF["PortInfo"] = {
     "VLCap": _VLS,
     "OperVLs": {"No change": 0, **_VLS},
 }
-_SET_OF = {"PortInfo": {  # bit masks, printed as "a or b or c"
-    "LinkWidthEnabled": _WIDTHS, "LinkWidthSupported": _WIDTHS,
-    "LinkSpeedSupported": _SPEEDS, "LinkSpeedEnabled": _SPEEDS,
-    "LinkSpeedExtSupported": _EXT_SPEEDS, "LinkSpeedExtEnabled": _EXT_SPEEDS,
-}}
+_SET_OF = {
+    "PortInfo": {  # bit masks, printed as "a or b or c"
+        "LinkWidthEnabled": _WIDTHS,
+        "LinkWidthSupported": _WIDTHS,
+        "LinkSpeedSupported": _SPEEDS,
+        "LinkSpeedEnabled": _SPEEDS,
+        "LinkSpeedExtSupported": _EXT_SPEEDS,
+        "LinkSpeedExtEnabled": _EXT_SPEEDS,
+    }
+}
 # Fields of ours that Debian 12's libibmad does not print: the XDR speeds of IBA 1.7,
 # which rdma-core v44 predates.
-_NOT_PRINTED = {"PortInfo": {"LinkSpeedExtActive2", "LinkSpeedExtSupported2",
-                             "LinkSpeedExtEnabled2"}}
+_NOT_PRINTED = {
+    "PortInfo": {"LinkSpeedExtActive2", "LinkSpeedExtSupported2", "LinkSpeedExtEnabled2"}
+}
 # A field libibmad reads from another field's bits: fields.c gives PortCounters'
 # QP1Dropped as {160, 16} without BITSOFFS (rdma-core v44, and master still), which in
 # its bit order is bytes 22-23, VL15Dropped's; the specification (IBA Vol. 1, 16.1.3.5)
@@ -151,9 +164,11 @@ def _read_alike(layout: Layout, stdout: str, mad: bytes) -> dict[str, int]:
     the MAD libibmad decoded, and it printed every field but those it cannot; the
     values."""
     printed = dict(_FIELD.findall(stdout))
-    ours = layout.unpack(mad[layouts.SMP_DATA:layouts.SMP_DATA + layout.size])  # = GMP_DATA
-    assert set(printed) == set(ours) - _NOT_PRINTED.get(layout.name, set()), \
-        (layout.name, sorted(set(printed) ^ set(ours)))
+    ours = layout.unpack(mad[layouts.SMP_DATA : layouts.SMP_DATA + layout.size])  # = GMP_DATA
+    assert set(printed) == set(ours) - _NOT_PRINTED.get(layout.name, set()), (
+        layout.name,
+        sorted(set(printed) ^ set(ours)),
+    )
     for name, text in printed.items():
         want = ours[_READS_AS.get((layout.name, name), name)]
         assert _printed_number(layout, name, text) == want, (layout.name, name, text, want)
@@ -189,8 +204,11 @@ def test_libibmad_reads_our_sma_attributes(real_tools, tmp_path):
         assert ours["LinearFdbCap"] == 49152 and ours["EnhancedPort0"] == 1
         assert 0 < ours["LinearFdbTop"] < 49152  # OpenSM filled the forwarding table
 
-        for lid, num, ext in [(sw.lid, 0, False), (sw.lid, sw_port, True),
-                              (hca.port(1).lid, 1, False)]:
+        for lid, num, ext in [
+            (sw.lid, 0, False),
+            (sw.lid, sw_port, True),
+            (hca.port(1).lid, 1, False),
+        ]:
             out, mad = smpquery(Attr.PORT_INFO, "portinfo", str(lid), str(num))
             ours = _read_alike(layouts.PORT_INFO, out, mad)
             # LocalPortNum is the port the SMP came in by (ibsim sim_mad.c, do_portinfo):
@@ -224,8 +242,11 @@ def test_libibmad_reads_our_pma_attributes(real_tools, tmp_path):
     lab = build(load_spec("lab"))
     rng = random.Random(20250101)
     wide = {name: rng.getrandbits(62) | 1 << 62 for name in NAMES}
-    narrow = {name: rng.randrange(1, (1 << width) - 1)
-              for name, (width, _, _) in COUNTERS.items() if width}
+    narrow = {
+        name: rng.randrange(1, (1 << width) - 1)
+        for name, (width, _, _) in COUNTERS.items()
+        if width
+    }
     details = {name: rng.randrange(1, 0xFFFF) for name in DETAILS}
     with served(lab) as srv:
         counters = srv.sim.port_of(lab.fabric.find("sched-worker1 mlx5_0").port(1)).counters
@@ -253,11 +274,14 @@ def test_libibmad_reads_our_pma_attributes(real_tools, tmp_path):
         # 288 bytes, and umad2sim_read() copies at most that less umad_size(), 64): the
         # last 32 bytes hold these three, so what perfquery -x prints for them is not ours
         unseen = {"VL15Dropped", "PortXmitWait", "QP1Dropped"}
-        assert {k: v for k, v in ours.items() if k not in unseen} == \
-            {**{k: v for k, v in wide.items() if k not in unseen},
-             "PortSelect": 1, "CounterSelect": 0, "CounterSelect2": 0}
-        cpi = mads[Attr.CLASS_PORT_INFO][layouts.GMP_DATA:]
-        cpi = layouts.CLASS_PORT_INFO.unpack(cpi[:layouts.CLASS_PORT_INFO.size])
+        assert {k: v for k, v in ours.items() if k not in unseen} == {
+            **{k: v for k, v in wide.items() if k not in unseen},
+            "PortSelect": 1,
+            "CounterSelect": 0,
+            "CounterSelect2": 0,
+        }
+        cpi = mads[Attr.CLASS_PORT_INFO][layouts.GMP_DATA :]
+        cpi = layouts.CLASS_PORT_INFO.unpack(cpi[: layouts.CLASS_PORT_INFO.size])
         masks = _CAP_MASKS.search(out)
         # a ConnectX's masks (ib.devices.ManagementCaps): 0x5A00 as a real perfquery -x
         # shows it, and IsAdditionalPortCountersExtendedSupported
@@ -265,9 +289,13 @@ def test_libibmad_reads_our_pma_attributes(real_tools, tmp_path):
         assert int(masks[2], 16) == cpi["CapabilityMask2"] == 0x2
 
         for flag, layout, attr in [
-                ("-E", layouts.PORT_RCV_ERROR_DETAILS, Attr.PORT_RCV_ERROR_DETAILS),
-                ("-D", layouts.PORT_XMIT_DISCARD_DETAILS, Attr.PORT_XMIT_DISCARD_DETAILS)]:
+            ("-E", layouts.PORT_RCV_ERROR_DETAILS, Attr.PORT_RCV_ERROR_DETAILS),
+            ("-D", layouts.PORT_XMIT_DISCARD_DETAILS, Attr.PORT_XMIT_DISCARD_DETAILS),
+        ]:
             out, mads = perfquery(flag)
             ours = _read_alike(layout, out, mads[attr])
-            assert ours == {**{k: v for k, v in details.items() if k in ours},
-                            "PortSelect": 1, "CounterSelect": 0}
+            assert ours == {
+                **{k: v for k, v in details.items() if k in ours},
+                "PortSelect": 1,
+                "CounterSelect": 0,
+            }

@@ -15,7 +15,7 @@ from fabriclab.ib.mad.view import HEADER_FIELDS, MadView, requester, trap
 def _received(mad: bytes, dlid: int = 0xFFFF, slid: int = 0, dqp: int = 0, sqp: int = 0):
     buf = bytearray(4096)
     raw = simwire.REQUEST.pack(dlid, slid, dqp, sqp, 0, 256, mad.ljust(256, b"\0"))
-    buf[:len(raw)] = raw
+    buf[: len(raw)] = raw
     return buf, simwire.RequestView(buf)
 
 
@@ -31,8 +31,9 @@ def test_header_of_a_directed_route_smp():
 
 
 def test_a_directed_route_request_turned_around():
-    _buf, req = _received(dr_smp(Attr.PORT_INFO, [1], method=Method.SET, tid=5),
-                         dlid=0xFFFF, slid=0, dqp=0, sqp=0)
+    _buf, req = _received(
+        dr_smp(Attr.PORT_INFO, [1], method=Method.SET, tid=5), dlid=0xFFFF, slid=0, dqp=0, sqp=0
+    )
     req.mad.note_requester(7)
     req.set_status(110)
     req.turn_around(STATUS_INVALID_FIELD, True, 0xFFFF, 0, 0, 0)
@@ -65,8 +66,12 @@ def test_trap_notice():
     mad = trap(9, 144, 104, 1, NoticeDataTrap144LID=104, NoticeDataTrap144CapMask=0x2)
     assert len(mad) == 256
     h = MAD_HEADER.unpack(mad)
-    assert (h["MgmtClass"], h["Method"], h["AttributeID"], h["TransactionID"]) == \
-        (MgmtClass.SMI, Method.TRAP, Attr.NOTICE, 9)
+    assert (h["MgmtClass"], h["Method"], h["AttributeID"], h["TransactionID"]) == (
+        MgmtClass.SMI,
+        Method.TRAP,
+        Attr.NOTICE,
+        9,
+    )
     n = NOTICE.unpack(mad[64:128])
     assert (n["NoticeIsGeneric"], n["NoticeType"], n["NoticeProducerType"]) == (1, 4, 1)
     assert (n["NoticeTrapNumber"], n["NoticeIssuerLID"]) == (144, 104)

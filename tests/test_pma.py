@@ -38,6 +38,7 @@ def _sim(spec):
 
     def node(desc: str):
         return sim.node_of(cluster.fabric.find(desc))
+
     return sim, node
 
 
@@ -48,10 +49,13 @@ def lab():
 
 def gmp(port, attr: Attr, method: int = GET, **values):
     """One PMA request to ``port``'s node: (status, the attribute's fields)."""
-    layout = {Attr.PORT_COUNTERS: PORT_COUNTERS, Attr.PORT_COUNTERS_EXT: PORT_COUNTERS_EXT,
-              Attr.PORT_RCV_ERROR_DETAILS: PORT_RCV_ERROR_DETAILS,
-              Attr.PORT_XMIT_DISCARD_DETAILS: PORT_XMIT_DISCARD_DETAILS,
-              Attr.CLASS_PORT_INFO: CLASS_PORT_INFO}[attr]
+    layout = {
+        Attr.PORT_COUNTERS: PORT_COUNTERS,
+        Attr.PORT_COUNTERS_EXT: PORT_COUNTERS_EXT,
+        Attr.PORT_RCV_ERROR_DETAILS: PORT_RCV_ERROR_DETAILS,
+        Attr.PORT_XMIT_DISCARD_DETAILS: PORT_XMIT_DISCARD_DETAILS,
+        Attr.CLASS_PORT_INFO: CLASS_PORT_INFO,
+    }[attr]
     data = layout.pack(values).ljust(192, b"\0")
     status, reply = Pma().handlers[int(attr)](port, method, 0, data)
     assert len(reply) == 192
@@ -113,8 +117,9 @@ def test_set_resets_the_selected_counters_and_answers_after_the_reset(lab):
     c.add("SymbolErrorCounter", 9)
     c.add("LinkDownedCounter", 1)
     c.add("PortXmitWait", 33)
-    status, v = gmp(leaf.ports[0], Attr.PORT_COUNTERS, SET, PortSelect=2, CounterSelect=0x1,
-                    CounterSelect2=0x1)
+    status, v = gmp(
+        leaf.ports[0], Attr.PORT_COUNTERS, SET, PortSelect=2, CounterSelect=0x1, CounterSelect2=0x1
+    )
     assert status == STATUS_OK
     assert (v["SymbolErrorCounter"], v["LinkDownedCounter"], v["PortXmitWait"]) == (0, 1, 0)
     assert (v["CounterSelect"], v["CounterSelect2"]) == (1, 1)
@@ -138,8 +143,10 @@ def test_all_port_select_sums_every_port_of_a_switch(lab):
     assert v["LinkDownedCounter"] == 300
     # a Set through AllPortSelect resets every port
     gmp(leaf.ports[0], Attr.PORT_COUNTERS, SET, PortSelect=0xFF, CounterSelect=0xFFFF)
-    assert all(gmp(leaf.ports[0], Attr.PORT_COUNTERS, PortSelect=n)[1]["PortRcvErrors"] == 0
-               for n in (1, 2, 9))
+    assert all(
+        gmp(leaf.ports[0], Attr.PORT_COUNTERS, PortSelect=n)[1]["PortRcvErrors"] == 0
+        for n in (1, 2, 9)
+    )
 
 
 def test_extended_counters_without_the_additional_ones():
@@ -148,7 +155,8 @@ def test_extended_counters_without_the_additional_ones():
     spec = parse_spec_text(
         "name: hdr\ntrays:\n  - hosts: h[1-2]\n    gpus: 0\n    hcas: 1\n"
         "    hca_model: connectx-6\nfabric:\n  fat_tree:\n    tiers: 1\n    switch: quantum\n",
-        "hdr.yaml")
+        "hdr.yaml",
+    )
     sim, node = _sim(spec)
     ca = next(n for n in sim.nodes if not n.is_switch).ports[1]
     ca.counters.add("SymbolErrorCounter", 5)
@@ -167,11 +175,14 @@ def test_extended_counters_without_the_additional_ones():
 def test_error_details(lab):
     _, node = lab
     leaf = node(LEAF)
-    for attr, layout in ((Attr.PORT_RCV_ERROR_DETAILS, PORT_RCV_ERROR_DETAILS),
-                         (Attr.PORT_XMIT_DISCARD_DETAILS, PORT_XMIT_DISCARD_DETAILS)):
+    for attr, layout in (
+        (Attr.PORT_RCV_ERROR_DETAILS, PORT_RCV_ERROR_DETAILS),
+        (Attr.PORT_XMIT_DISCARD_DETAILS, PORT_XMIT_DISCARD_DETAILS),
+    ):
         status, v = gmp(leaf.ports[0], attr, PortSelect=4)
         assert status == STATUS_OK and v["PortSelect"] == 4
-        assert not any(v[name] for name, _, _ in layout.fields
-                       if name not in ("PortSelect", "CounterSelect"))
+        assert not any(
+            v[name] for name, _, _ in layout.fields if name not in ("PortSelect", "CounterSelect")
+        )
         assert gmp(leaf.ports[0], attr, PortSelect=70)[0] == STATUS_INVALID_FIELD
         assert gmp(leaf.ports[0], attr, SET, PortSelect=4, CounterSelect=0xF)[0] == STATUS_OK

@@ -43,8 +43,10 @@ def discovered(request, real_tools, tmp_path_factory):
         sim.opensm_once(start.node.desc)
         default = sim.run(start.node.desc, "ibnetdiscover")
         ports = sim.run(start.node.desc, "ibnetdiscover", "-p")
-        variants = {flag: sim.run(start.node.desc, "ibnetdiscover", flag).stdout
-                    for flag in ("-g", "-f", "-m")}
+        variants = {
+            flag: sim.run(start.node.desc, "ibnetdiscover", flag).stdout
+            for flag in ("-g", "-f", "-m")
+        }
     assert default.returncode == 0, default.stderr
     assert ports.returncode == 0, ports.stderr
     return cluster, start, default.stdout, ports.stdout, variants
@@ -88,12 +90,24 @@ def test_ports_report_parses_to_the_same_links(discovered):
     dump = ibnetdiscover.parse(ports, "real ibnetdiscover -p")
     assert dump.kind == "ports"
     model = cluster.fabric
-    want = {frozenset([(a.node.guid if a.node.is_switch else None, a.num, a.node.desc),
-                       (b.node.guid if b.node.is_switch else None, b.num, b.node.desc)])
-            for a, b in model.links()}
-    got = {frozenset([(a.node.guid if a.node.is_switch else None, a.num, a.node.desc),
-                      (b.node.guid if b.node.is_switch else None, b.num, b.node.desc)])
-           for a, b in dump.fabric.links()}
+    want = {
+        frozenset(
+            [
+                (a.node.guid if a.node.is_switch else None, a.num, a.node.desc),
+                (b.node.guid if b.node.is_switch else None, b.num, b.node.desc),
+            ]
+        )
+        for a, b in model.links()
+    }
+    got = {
+        frozenset(
+            [
+                (a.node.guid if a.node.is_switch else None, a.num, a.node.desc),
+                (b.node.guid if b.node.is_switch else None, b.num, b.node.desc),
+            ]
+        )
+        for a, b in dump.fabric.links()
+    }
     assert got == want
     # every switch port is listed, connected or not
     for sw in model.switches():
@@ -114,6 +128,10 @@ def test_real_variants_parse_to_the_same_fabric(discovered, flag):
 def test_max_hops_and_mad_count_match_the_real_tool(discovered):
     cluster, start, _, _, variants = discovered
     ours = ibnetdiscover.render(cluster.fabric, start, report_max_hops=True)
-    want = [line for line in variants["-m"].splitlines() if line.startswith(("# Reported", "# Total MADs"))]
+    want = [
+        line
+        for line in variants["-m"].splitlines()
+        if line.startswith(("# Reported", "# Total MADs"))
+    ]
     got = [line for line in ours.splitlines() if line.startswith(("# Reported", "# Total MADs"))]
     assert got == want and len(want) == 2

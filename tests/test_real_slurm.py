@@ -54,8 +54,8 @@ class Running:
     case: Case
     conf: str
     cluster: object
-    tiers: dict[str, int]           # switch (as topology.conf names it) -> model tier
-    cabled: dict[str, set[str]]     # switch -> trays with an HCA cabled to it
+    tiers: dict[str, int]  # switch (as topology.conf names it) -> model tier
+    cabled: dict[str, set[str]]  # switch -> trays with an HCA cabled to it
     neighbours: dict[str, set[str]]  # switch -> switches cabled to it
 
 
@@ -63,7 +63,9 @@ class Running:
 def start(case: Case, workdir: Path) -> Iterator[Running]:
     """Generate ``case``'s topology.conf and start a Slurm cluster of its trays on it."""
     if slurm_available():
-        pytest.fail(f"Slurm binaries missing {slurm_available()}: run scripts/install-system-deps.sh")
+        pytest.fail(
+            f"Slurm binaries missing {slurm_available()}: run scripts/install-system-deps.sh"
+        )
     cluster = build(load_spec(case.spec))
     fabric = cluster.fabric
     key = (lambda sw: sw.name) if case.names else (lambda sw: f"S-{sw.guid:016x}")

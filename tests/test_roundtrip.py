@@ -35,7 +35,9 @@ def fat_tree_specs(draw):
         ft["leaves_per_pod"] = draw(st.integers(1, 4))
     spec = {
         "name": "random",
-        "trays": [{"hosts": f"h[1-{trays}]" if trays > 1 else "h1", "hcas": hcas, "hca_ports": ports}],
+        "trays": [
+            {"hosts": f"h[1-{trays}]" if trays > 1 else "h1", "hcas": hcas, "hca_ports": ports}
+        ],
         "guids": {"scheme": draw(st.sampled_from(["hash", "sequential"]))},
         "fabric": {"fat_tree": ft},
     }
@@ -46,10 +48,19 @@ def fat_tree_specs(draw):
 def explicit_specs(draw):
     """Random connected fabrics of switches and single/dual-port CAs, some ports down."""
     nsw = draw(st.integers(1, 5))
-    switches = [{"name": f"sw{i}", "model": draw(st.sampled_from(["quantum-2", "quantum"])),
-                 "ports": draw(st.integers(8, 20))} for i in range(nsw)]
+    switches = [
+        {
+            "name": f"sw{i}",
+            "model": draw(st.sampled_from(["quantum-2", "quantum"])),
+            "ports": draw(st.integers(8, 20)),
+        }
+        for i in range(nsw)
+    ]
     ncas = draw(st.integers(1, 8))
-    cas = [{"name": f"ca{i}", "desc": f"host{i} HCA-1", "ports": draw(st.integers(1, 2))} for i in range(ncas)]
+    cas = [
+        {"name": f"ca{i}", "desc": f"host{i} HCA-1", "ports": draw(st.integers(1, 2))}
+        for i in range(ncas)
+    ]
     free = {s["name"]: list(range(1, s["ports"] + 1)) for s in switches}
     links = []
     # spanning tree over switches
@@ -64,14 +75,19 @@ def explicit_specs(draw):
                 continue  # leave port 2 down
             s = f"sw{draw(st.integers(0, nsw - 1))}"
             if free[s]:
-                links.append(f"{c['name']}[{p}] -- {s}[{free[s].pop(0)}] "
-                             f"{draw(st.sampled_from(['4xNDR', '2xNDR', '4xEDR', '1xSDR']))}")
+                links.append(
+                    f"{c['name']}[{p}] -- {s}[{free[s].pop(0)}] "
+                    f"{draw(st.sampled_from(['4xNDR', '2xNDR', '4xEDR', '1xSDR']))}"
+                )
     # a few parallel switch links
     for _ in range(draw(st.integers(0, 3))):
         a, b = f"sw{draw(st.integers(0, nsw - 1))}", f"sw{draw(st.integers(0, nsw - 1))}"
         if a != b and free[a] and free[b]:
             links.append(f"{a}[{free[a].pop()}] -- {b}[{free[b].pop()}] 4xHDR")
-    return {"name": "explicit", "fabric": {"explicit": {"switches": switches, "cas": cas, "links": links}}}
+    return {
+        "name": "explicit",
+        "fabric": {"explicit": {"switches": switches, "cas": cas, "links": links}},
+    }
 
 
 def _built(data):
@@ -103,8 +119,12 @@ def _check_round_trips(cluster, pick):
     pdump = ibnetdiscover.parse(ports)
     assert pdump.kind == "ports"
     # -p names ports, not nodes: find the start by its port GUID
-    pstart = next(p for n in pdump.fabric.cas() for p in n.iter_ports()
-                  if p.guid == start.guid and p.num == start.num)
+    pstart = next(
+        p
+        for n in pdump.fabric.cas()
+        for p in n.iter_ports()
+        if p.guid == start.guid and p.num == start.num
+    )
     assert ibnetdiscover.render_ports(pdump.fabric, pstart) == ports
     imported = build(Spec.model_validate(spec_from_fabric(dump.fabric, "x"))).fabric
     assert imported.same_as(dump.fabric), "\n".join(diff_signatures(imported, dump.fabric))

@@ -140,11 +140,15 @@ def test_control_record_from_an_unbound_socket_kills_nothing(real_tools, tmp_pat
     """A disconnect (or any type) from an unbound socket has no address to answer: it
     is dropped, and the server and its OpenSM carry on."""
     with fabric_up("lab", tmp_path, sm=True) as f:
-        sm_pid = json.loads((Path(f.env["FABRICLAB_STATE_DIR"]) / f"{f.name}.json").read_text())["sm_pid"]
+        sm_pid = json.loads((Path(f.env["FABRICLAB_STATE_DIR"]) / f"{f.name}.json").read_text())[
+            "sm_pid"
+        ]
         with _unix() as s:
             for type_ in (2, 0xDEADBEEF, 77, 0):
-                s.sendto(struct.pack("<IIII64s", 0xDEADBEEF, 0, type_, 0, b""),
-                         simwire.sockname(f.name, "ctl"))
+                s.sendto(
+                    struct.pack("<IIII64s", 0xDEADBEEF, 0, type_, 0, b""),
+                    simwire.sockname(f.name, "ctl"),
+                )
         # an unknown type from a bound socket is answered, with an error
         with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
             s.sendto(_ctl(0, 77), simwire.sockname(f.name, "ctl"))
@@ -231,8 +235,9 @@ def test_forged_unix_client_flood_is_refused(real_tools, tmp_path):
         assert _fds(pid) < 100
         for x in fakes:
             x.close()
-        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == \
-            _rendered(f.cluster, "sched-worker1")
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == _rendered(
+            f.cluster, "sched-worker1"
+        )
     log = _log(f)
     assert len(re.findall(r"connect from \S+ refused", log)) <= 10
     assert re.search(r"\d+ more refused control requests suppressed", log)
@@ -259,8 +264,13 @@ def test_client_limit_refuses_cleanly_and_dead_clients_expire(real_tools, tmp_pa
         code = _CHILD.format(tests=str(HERE), name=f.name)
         kids, said = [], []
         for _ in range(9):
-            p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, env=f.env)
+            p = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=f.env,
+            )
             kids.append(p)
             said.append(p.stdout.readline().strip())
         try:
@@ -348,12 +358,18 @@ def test_silent_remote_clients_make_way_when_places_run_out():
 
     port = _free_udp_range(47000, 60000, 4)
     start, _ = find_port(LAB, None)
-    srv = FabricServer(LAB.fabric, "x", listen=("127.0.0.1", port), default_port=start,
-                       policy=Policy(max_clients=2, max_per_sender=2, idle_after=0.5))
+    srv = FabricServer(
+        LAB.fabric,
+        "x",
+        listen=("127.0.0.1", port),
+        default_port=start,
+        policy=Policy(max_clients=2, max_per_sender=2, idle_after=0.5),
+    )
     srv.bind()
     srv.control.addresses._local["127.0.0.1"] = False  # pretend loopback is another host
     clients = []
     try:
+
         def attach():
             clients.append(_pump(srv, lambda: UdpSimClient(("127.0.0.1", port))))
             return clients[-1]
@@ -399,8 +415,10 @@ def test_forged_connects_and_disconnects_cannot_detach_opensm_or_a_tool(real_too
         # a process claiming another live process's pid, from sockets named after it
         sleeper = subprocess.Popen(["sleep", "60"])
         try:
-            with _unix(simwire.sockname(f.name, f"ctl{sleeper.pid}")) as s, \
-                    _unix(simwire.sockname(f.name, f"in{sleeper.pid}")):
+            with (
+                _unix(simwire.sockname(f.name, f"ctl{sleeper.pid}")) as s,
+                _unix(simwire.sockname(f.name, f"in{sleeper.pid}")),
+            ):
                 s.sendto(_connect_record(sleeper.pid), ctl)
                 assert _reply(s).type == simwire.CTL_ERROR
         finally:
@@ -408,18 +426,22 @@ def test_forged_connects_and_disconnects_cannot_detach_opensm_or_a_tool(real_too
             sleeper.wait()
         # a tool attached here, and a child process claiming its pid
         with SimClient(f.name, "sched-worker2") as c:
-            code = (f"import socket, struct; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
-                    f"s.settimeout(5); s.bind({simwire.sockname(f.name, 'ctlchild')!r}); "
-                    f"s.sendto({_connect_record(os.getpid(), 'sched-worker2')!r}, {ctl!r}); "
-                    f"print(struct.unpack_from('<III', s.recv(100))[2]); "
-                    f"s.sendto({_ctl(c.id, simwire.CTL_DISCONNECT)!r}, {ctl!r}); "
-                    f"print(struct.unpack_from('<III', s.recv(100))[2])")
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 timeout=30).stdout.split()
+            code = (
+                f"import socket, struct; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+                f"s.settimeout(5); s.bind({simwire.sockname(f.name, 'ctlchild')!r}); "
+                f"s.sendto({_connect_record(os.getpid(), 'sched-worker2')!r}, {ctl!r}); "
+                f"print(struct.unpack_from('<III', s.recv(100))[2]); "
+                f"s.sendto({_ctl(c.id, simwire.CTL_DISCONNECT)!r}, {ctl!r}); "
+                f"print(struct.unpack_from('<III', s.recv(100))[2])"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+            ).stdout.split()
             assert out == [str(simwire.CTL_ERROR), str(simwire.CTL_ERROR)]
             status, reply = c.request(dr_smp(0x11, [1]))  # still attached, still answered
-            assert status == 0 and reply[64 + 12:64 + 20] == \
-                f.cluster.fabric.find("MF0;LAB-IBLEAF-01:MQM9701/U1").guid.to_bytes(8, "big")
+            assert status == 0 and reply[64 + 12 : 64 + 20] == f.cluster.fabric.find(
+                "MF0;LAB-IBLEAF-01:MQM9701/U1"
+            ).guid.to_bytes(8, "big")
         assert "SMINFO_MASTER" in f.run("sched-worker1", "sminfo").stdout
         time.sleep(1)
         assert "SM port is down" not in f.opensm_log()
@@ -457,7 +479,9 @@ def test_other_users_are_refused_unless_allowed(real_tools, tmp_path):
         with fabric_up("lab", tmp_path / f"f{ok}", extra=extra) as f:
             r = f.run("sched-worker1", "ibstat", check=False, timeout=30)
             assert r.returncode == 0  # the server's own user
-            r = run_tool(f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=as_nobody)
+            r = run_tool(
+                f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=as_nobody
+            )
             assert (r.returncode == 0) == ok, r.stderr
             if not ok:
                 assert "connect failed" in r.stderr
@@ -468,8 +492,14 @@ def test_other_users_are_refused_unless_allowed(real_tools, tmp_path):
 
 
 def _cli(env: dict, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fabriclab.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _one_error(r: subprocess.CompletedProcess, *words: str) -> None:
@@ -483,8 +513,12 @@ def _one_error(r: subprocess.CompletedProcess, *words: str) -> None:
 @pytest.fixture
 def tmp_env(tmp_path):
     """An environment whose state directory is the default one under TMPDIR."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("FABRICLAB_STATE_DIR", "XDG_RUNTIME_DIR") and not k.startswith(("IBSIM_", "SIM_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FABRICLAB_STATE_DIR", "XDG_RUNTIME_DIR")
+        and not k.startswith(("IBSIM_", "SIM_"))
+    }
     env["TMPDIR"] = str(tmp_path)
     return env, tmp_path / f"fabriclab-{os.geteuid()}"
 
@@ -516,9 +550,20 @@ def test_a_state_directory_of_another_user_is_refused(tmp_env, tmp_path):
     (state / f"{name}.log").symlink_to(victim)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        (state / f"{name}.json").write_text(json.dumps({
-            "name": name, "pid": sleeper.pid, "spec": "lab", "trays": None, "listen": None,
-            "log": str(state / f"{name}.log"), "started": 0, "sm_pid": sleeper.pid}))
+        (state / f"{name}.json").write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "pid": sleeper.pid,
+                    "spec": "lab",
+                    "trays": None,
+                    "listen": None,
+                    "log": str(state / f"{name}.log"),
+                    "started": 0,
+                    "sm_pid": sleeper.pid,
+                }
+            )
+        )
         os.chown(state, 12345, 12345)
         for p in state.iterdir():
             os.chown(p, 12345, 12345, follow_symlinks=False)
@@ -531,7 +576,9 @@ def test_a_state_directory_of_another_user_is_refused(tmp_env, tmp_path):
         _one_error(r, "owned by uid 12345")
         time.sleep(0.2)
         assert _alive(sleeper.pid)
-        r = _cli(env, "exec", "--name", name, "sched-worker1", "--", "ibstat", cwd=tmp_path, timeout=30)
+        r = _cli(
+            env, "exec", "--name", name, "sched-worker1", "--", "ibstat", cwd=tmp_path, timeout=30
+        )
         _one_error(r, "owned by uid 12345")
         r = _cli(env, "status", cwd=tmp_path)
         _one_error(r, "owned by uid 12345")
@@ -558,13 +605,22 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
     state.mkdir(mode=0o700)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        base = {"spec": "lab", "trays": None, "listen": None, "log": "", "started": 0,
-                "sm_pid": None}
+        base = {
+            "spec": "lab",
+            "trays": None,
+            "listen": None,
+            "log": "",
+            "started": 0,
+            "sm_pid": None,
+        }
         cmd = ["sleep", "60"]
-        for name, extra in (("reused", {"start": _stat_start(sleeper.pid) - 7, "cmdline": cmd}),
-                            ("unknown", {})):
-            (state / f"{name}.json").write_text(json.dumps({**base, "name": name,
-                                                            "pid": sleeper.pid, **extra}))
+        for name, extra in (
+            ("reused", {"start": _stat_start(sleeper.pid) - 7, "cmdline": cmd}),
+            ("unknown", {}),
+        ):
+            (state / f"{name}.json").write_text(
+                json.dumps({**base, "name": name, "pid": sleeper.pid, **extra})
+            )
             r = _cli(env, "down", "--name", name, cwd=tmp_path)
             assert r.returncode == 2 and r.stderr.startswith("error: "), r.stderr
             assert len(r.stderr.strip().splitlines()) == 1
@@ -572,12 +628,29 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
             assert _alive(sleeper.pid), name
         # alive and itself, but someone else holds the fabric's name
         name = f"flhard{os.getpid()}squat"
-        (state / f"{name}.json").write_text(json.dumps({
-            **base, "name": name, "pid": sleeper.pid, "start": _stat_start(sleeper.pid),
-            "cmdline": cmd}))
+        (state / f"{name}.json").write_text(
+            json.dumps(
+                {
+                    **base,
+                    "name": name,
+                    "pid": sleeper.pid,
+                    "start": _stat_start(sleeper.pid),
+                    "cmdline": cmd,
+                }
+            )
+        )
         with _unix(simwire.sockname(name, "ctl")):
-            r = _cli(env, "exec", "--name", name, "sched-worker1", "--", "ibstat", cwd=tmp_path,
-                     timeout=30)
+            r = _cli(
+                env,
+                "exec",
+                "--name",
+                name,
+                "sched-worker1",
+                "--",
+                "ibstat",
+                cwd=tmp_path,
+                timeout=30,
+            )
         _one_error(r, "is not held by the fabric's server")
         # a record that is a symlink
         (state / "link.json").symlink_to(state / f"{name}.json")
@@ -606,23 +679,40 @@ def test_a_non_loopback_listen_needs_allow(real_tools, tmp_path):
     port = _free_udp_range(47000, 60000, 8, host="0.0.0.0")
     env = {**os.environ, "FABRICLAB_STATE_DIR": str(tmp_path / "state")}
     name = f"flhard{os.getpid()}any"
-    r = _cli(env, "up", "lab", "--name", name, "--listen", f"0.0.0.0:{port}", "--detach", cwd=tmp_path)
+    r = _cli(
+        env, "up", "lab", "--name", name, "--listen", f"0.0.0.0:{port}", "--detach", cwd=tmp_path
+    )
     if r.returncode == 0:
         _cli(env, "down", "--name", name, cwd=tmp_path)
     _one_error(r, "--listen", "not a loopback address", "--allow")
     for bad in ("10.0.0.0/33", "fe80::/10", "nonsense"):
-        r = _cli(env, "up", "lab", "--name", name, "--listen", f"0.0.0.0:{port}", "--allow", bad,
-                 cwd=tmp_path)
+        r = _cli(
+            env,
+            "up",
+            "lab",
+            "--name",
+            name,
+            "--listen",
+            f"0.0.0.0:{port}",
+            "--allow",
+            bad,
+            cwd=tmp_path,
+        )
         _one_error(r, "--allow")
-    _one_error(_cli(env, "up", "lab", "--name", name, "--allow", "10.0.0.0/8", cwd=tmp_path),
-               "--allow", "remote mode")
+    _one_error(
+        _cli(env, "up", "lab", "--name", name, "--allow", "10.0.0.0/8", cwd=tmp_path),
+        "--allow",
+        "remote mode",
+    )
 
 
 def test_allow_filters_senders(real_tools, tmp_path):
     """Served on every address for 127.0.0.1/32 only: a sender at 127.0.0.2 is not
     answered (and is counted, its log lines limited); the real tools here work."""
     port = _free_udp_range(47000, 60000, 8, host="0.0.0.0")
-    with fabric_up("lab", tmp_path, listen=f"0.0.0.0:{port}", extra=["--allow", "127.0.0.1/32"]) as f:
+    with fabric_up(
+        "lab", tmp_path, listen=f"0.0.0.0:{port}", extra=["--allow", "127.0.0.1/32"]
+    ) as f:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.bind(("127.0.0.2", 0))
             s.settimeout(1)
@@ -634,7 +724,11 @@ def test_allow_filters_senders(real_tools, tmp_path):
         out = f.run("sched-worker1", "ibnetdiscover").stdout
         assert no_timestamp(out) == _rendered(f.cluster, "sched-worker1")
     log = _log(f)
-    assert 1 <= len(re.findall(r"from 127\.0\.0\.2:\d+ dropped: not in the allowed networks", log)) <= 10
+    assert (
+        1
+        <= len(re.findall(r"from 127\.0\.0\.2:\d+ dropped: not in the allowed networks", log))
+        <= 10
+    )
     counted = int(re.search(r"down: .* (\d+) datagrams from outside the allowed networks", log)[1])
     assert 250 <= counted <= 300
 
@@ -673,8 +767,9 @@ def test_ctl_decode_takes_any_bytes(raw):
 
 
 _u32 = st.integers(0, 2**32 - 1)
-_nodeids = st.sampled_from(["", "sched-worker1", "sched-worker2:mlx5_2", "nosuch", "S-1",
-                            "x" * 40, "\xff\xfe"])
+_nodeids = st.sampled_from(
+    ["", "sched-worker1", "sched-worker2:mlx5_2", "nosuch", "S-1", "x" * 40, "\xff\xfe"]
+)
 
 
 @st.composite
@@ -685,11 +780,17 @@ def _control_datagram(draw, pid: int):
     clientid = draw(st.one_of(st.integers(0, 4), _u32))
     if kind == "connect":
         key = draw(st.one_of(st.just(pid), _u32))
-        data = simwire.CLIENT_INFO.pack(key, draw(st.integers(0, 3)), draw(st.integers(0, 1)),
-                                     draw(_nodeids).encode("utf-8", "replace")[:32])
+        data = simwire.CLIENT_INFO.pack(
+            key,
+            draw(st.integers(0, 3)),
+            draw(st.integers(0, 1)),
+            draw(_nodeids).encode("utf-8", "replace")[:32],
+        )
         return simwire.Ctl(clientid, simwire.CTL_CONNECT, draw(_u32), data).encode()
     type_ = draw(st.one_of(st.integers(0, 12), _u32))
-    return simwire.Ctl(clientid, type_, draw(_u32), draw(st.binary(min_size=64, max_size=64))).encode()
+    return simwire.Ctl(
+        clientid, type_, draw(_u32), draw(st.binary(min_size=64, max_size=64))
+    ).encode()
 
 
 def test_control_handling_fuzz():
@@ -705,10 +806,18 @@ def test_control_handling_fuzz():
         other = _unix(simwire.sockname(srv.name, f"ctl{NOT_A_PID}"), timeout=0)
         anon = _unix(timeout=0)
         try:
-            @settings(max_examples=400, deadline=None,
-                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-            @given(st.lists(st.tuples(st.sampled_from([mine, other, anon]),
-                                      _control_datagram(pid)), max_size=12))
+
+            @settings(
+                max_examples=400,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            )
+            @given(
+                st.lists(
+                    st.tuples(st.sampled_from([mine, other, anon]), _control_datagram(pid)),
+                    max_size=12,
+                )
+            )
             def run(batch):
                 for s, raw in batch:
                     s.sendto(raw, ctl)
@@ -721,7 +830,9 @@ def test_control_handling_fuzz():
                             answers.append(s.recv(4096))
                     except BlockingIOError:
                         pass
-                    well_formed = len(raw) == simwire.CTL.size and raw[:4] == struct.pack("<I", simwire.MAGIC)
+                    well_formed = len(raw) == simwire.CTL.size and raw[:4] == struct.pack(
+                        "<I", simwire.MAGIC
+                    )
                     assert len(answers) == (1 if well_formed else 0)
                     if answers:
                         assert len(answers[0]) == simwire.CTL.size
@@ -738,7 +849,7 @@ def test_control_handling_fuzz():
             srv.transport.read_control()
             reply = simwire.Ctl.decode(mine.recv(4096))
             assert reply.type == simwire.CTL_CONNECT
-            cid = simwire.CLIENT_INFO.unpack(reply.data[:simwire.CLIENT_INFO.size])[0]
+            cid = simwire.CLIENT_INFO.unpack(reply.data[: simwire.CLIENT_INFO.size])[0]
             mine.sendto(_ctl(cid, simwire.CTL_GET_GUID), ctl)
             srv.transport.read_control()
             guid = LAB.locate("sched-worker1", switches=True)[0].node.guid
@@ -763,8 +874,11 @@ def _mutated_request(draw):
     elif kind == "lid":
         mad = lid_mad(0x01, attr, mod=draw(st.integers(0, 300)))
     else:
-        mad = lid_mad(0x04, draw(st.sampled_from([0x12, 0x11, 0x13, 0x1D, 0x1E, 0x01])),
-                      data=bytes([0, draw(st.integers(0, 255))]))
+        mad = lid_mad(
+            0x04,
+            draw(st.sampled_from([0x12, 0x11, 0x13, 0x1D, 0x1E, 0x01])),
+            data=bytes([0, draw(st.integers(0, 255))]),
+        )
     mad = bytearray(mad)
     for pos, val in draw(st.lists(st.tuples(st.integers(0, 255), st.integers(0, 255)), max_size=6)):
         mad[pos] = val
@@ -785,8 +899,11 @@ def test_datagram_fuzz_of_a_running_server(real_tools, tmp_path):
 
     with fabric_up("lab", tmp_path, sm=True) as f:
         ctl = simwire.sockname(f.name, "ctl")
-        with SimClient(f.name, "sched-worker2", timeout=5) as c, \
-                _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as other, _unix() as anon:
+        with (
+            SimClient(f.name, "sched-worker2", timeout=5) as c,
+            _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as other,
+            _unix() as anon,
+        ):
 
             def drain(timeout: float = 0.0) -> None:
                 """Read what came back (the answers, and the refusals to ``other``)."""
@@ -804,10 +921,16 @@ def test_datagram_fuzz_of_a_running_server(real_tools, tmp_path):
                     pass
                 other.settimeout(5)
 
-            @settings(max_examples=30, deadline=None, derandomize=True,
-                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-            @given(st.lists(_mutated_request(), min_size=50, max_size=150),
-                   st.lists(st.tuples(st.booleans(), _control_datagram(NOT_A_PID)), max_size=30))
+            @settings(
+                max_examples=30,
+                deadline=None,
+                derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            )
+            @given(
+                st.lists(_mutated_request(), min_size=50, max_size=150),
+                st.lists(st.tuples(st.booleans(), _control_datagram(NOT_A_PID)), max_size=30),
+            )
             def run(requests, controls):
                 for raw in requests:
                     c.data.settimeout(5)

@@ -168,8 +168,15 @@ def test_a_port_without_a_link_cannot_be_armed(lab):
     assert port(LEAF, 40).state == PortState.DOWN
 
 
-@pytest.mark.parametrize("values", [{"LinkState": PortState.INIT}, {"LinkState": 5},
-                                    {"PhysLinkState": 1}, {"PhysLinkState": PhysState.LINKUP}])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"LinkState": PortState.INIT},
+        {"LinkState": 5},
+        {"PhysLinkState": 1},
+        {"PhysLinkState": PhysState.LINKUP},
+    ],
+)
 def test_states_a_set_may_not_ask_for(lab, values):
     """LinkState may be set to NOP, Down, Armed or Active; PhysLinkState to NOP, Polling
     or Disabled (14.2.5.6): anything else is an invalid field, and nothing changes."""
@@ -204,9 +211,19 @@ def test_link_changes_go_to_the_fabric(lab):
 def test_port_info_set_applies_end_port_fields(lab):
     _sim, sma, _, port = lab
     ca = port(W1)
-    status, reply = set_port_info(sma, ca, Lid=0x1234, SMLid=7, LMC=2, SMSL=3, SubnetTimeout=18,
-                                  ClientReregister=1, Mkey=0xAB, MkeyLeasePeriod=9,
-                                  GidPrefix=0xFE80000000000001)
+    status, reply = set_port_info(
+        sma,
+        ca,
+        Lid=0x1234,
+        SMLid=7,
+        LMC=2,
+        SMSL=3,
+        SubnetTimeout=18,
+        ClientReregister=1,
+        Mkey=0xAB,
+        MkeyLeasePeriod=9,
+        GidPrefix=0xFE80000000000001,
+    )
     assert status == STATUS_OK
     assert (field(reply, "Lid"), field(reply, "SMLid"), field(reply, "LMC")) == (0x1234, 7, 2)
     assert (field(reply, "SMSL"), field(reply, "SubnetTimeout")) == (3, 18)
@@ -230,12 +247,30 @@ def test_a_switch_external_port_has_no_lid_of_its_own(lab):
 def test_zero_means_no_change_in_enabled_fields(lab):
     _sim, sma, _, port = lab
     ca = port(W1)
-    assert set_port_info(sma, ca, LinkWidthEnabled=1, LinkSpeedEnabled=3, NeighborMTU=4,
-                         OperVLs=2, LinkDownDefState=PhysState.DISABLED,
-                         LinkSpeedExtEnabled=2)[0] == STATUS_OK
-    status, reply = set_port_info(sma, ca, LinkWidthEnabled=0, LinkSpeedEnabled=0, NeighborMTU=0,
-                                  OperVLs=0, LinkDownDefState=0, LinkSpeedExtEnabled=0,
-                                  LinkSpeedExtEnabled2=0)
+    assert (
+        set_port_info(
+            sma,
+            ca,
+            LinkWidthEnabled=1,
+            LinkSpeedEnabled=3,
+            NeighborMTU=4,
+            OperVLs=2,
+            LinkDownDefState=PhysState.DISABLED,
+            LinkSpeedExtEnabled=2,
+        )[0]
+        == STATUS_OK
+    )
+    status, reply = set_port_info(
+        sma,
+        ca,
+        LinkWidthEnabled=0,
+        LinkSpeedEnabled=0,
+        NeighborMTU=0,
+        OperVLs=0,
+        LinkDownDefState=0,
+        LinkSpeedExtEnabled=0,
+        LinkSpeedExtEnabled2=0,
+    )
     assert status == STATUS_OK
     assert (field(reply, "LinkWidthEnabled"), field(reply, "LinkSpeedEnabled")) == (1, 3)
     assert (field(reply, "NeighborMTU"), field(reply, "OperVLs")) == (4, 2)
@@ -249,8 +284,9 @@ def test_all_ones_means_every_supported_value(lab):
     _sim, sma, _, port = lab
     ca = port(W1)
     set_port_info(sma, ca, LinkWidthEnabled=1, LinkSpeedEnabled=1, LinkSpeedExtEnabled=1)
-    status, reply = set_port_info(sma, ca, LinkWidthEnabled=0xFF, LinkSpeedEnabled=0xF,
-                                  LinkSpeedExtEnabled=31)
+    status, reply = set_port_info(
+        sma, ca, LinkWidthEnabled=0xFF, LinkSpeedEnabled=0xF, LinkSpeedExtEnabled=31
+    )
     assert status == STATUS_OK
     assert field(reply, "LinkWidthEnabled") == field(reply, "LinkWidthSupported")
     assert field(reply, "LinkSpeedEnabled") == 0x7  # SDR, DDR, QDR
@@ -265,8 +301,10 @@ def test_an_invalid_port_info_set_changes_nothing(lab):
     _sim, sma, _, port = lab
     ca = port(W1)
     before = smp(sma, ca, Attr.PORT_INFO)[1]
-    for bad in ({"NeighborMTU": field(before, "MtuCap") + 1},
-                {"OperVLs": field(before, "VLCap") + 1}):
+    for bad in (
+        {"NeighborMTU": field(before, "MtuCap") + 1},
+        {"OperVLs": field(before, "VLCap") + 1},
+    ):
         status, reply = set_port_info(sma, ca, Lid=999, SMLid=9, HoqLife=3, **bad)
         assert status == STATUS_INVALID_FIELD
         assert reply == before == smp(sma, ca, Attr.PORT_INFO)[1]
@@ -277,8 +315,17 @@ def test_read_only_port_info_fields_ignore_a_set(lab):
     _sim, sma, _, port = lab
     ca = port(W1)
     before = smp(sma, ca, Attr.PORT_INFO)[1]
-    status, reply = set_port_info(sma, ca, CapMask=0, LinkWidthSupported=0, MtuCap=1, VLCap=1,
-                                  GuidCap=0, LinkSpeedSupported=0, CapabilityMask2=0)
+    status, reply = set_port_info(
+        sma,
+        ca,
+        CapMask=0,
+        LinkWidthSupported=0,
+        MtuCap=1,
+        VLCap=1,
+        GuidCap=0,
+        LinkSpeedSupported=0,
+        CapabilityMask2=0,
+    )
     assert status == STATUS_OK and reply == before
 
 
@@ -289,7 +336,8 @@ def test_a_ca_sma_sets_only_the_port_it_is_reached_on():
         "name: two-port\ntrays:\n  - hosts: h[1-2]\n    gpus: 0\n    hcas: 1\n"
         "    hca_ports: 2\nfabric:\n  fat_tree:\n    tiers: 1\n    switch: quantum-2\n"
         "    rail_optimized: false\n",
-        "two-port.yaml")
+        "two-port.yaml",
+    )
     cluster = build(spec)
     sim = SimFabric(cluster.fabric)
     sma = Sma(events=Events())
@@ -311,18 +359,35 @@ def test_switch_info_set(lab):
     v = SWITCH_INFO.unpack(si)
     assert status == STATUS_OK and v["LinearFdbCap"] == 49152 and v["StateChange"] == 1
     # write 1 to StateChange clears it; LinearFdbTop, LifeTime, DefPort are taken
-    status, si = smp(sma, leaf, Attr.SWITCH_INFO, SET, data=SWITCH_INFO.pack(
-        {"LinearFdbTop": 200, "LifeTime": 17, "StateChange": 1, "DefPort": 3}, base=si))
+    status, si = smp(
+        sma,
+        leaf,
+        Attr.SWITCH_INFO,
+        SET,
+        data=SWITCH_INFO.pack(
+            {"LinearFdbTop": 200, "LifeTime": 17, "StateChange": 1, "DefPort": 3}, base=si
+        ),
+    )
     v = SWITCH_INFO.unpack(si)
     assert status == STATUS_OK
     assert (v["LinearFdbTop"], v["LifeTime"], v["StateChange"], v["DefPort"]) == (200, 17, 0, 3)
     # LinearFdbTop at or beyond the cap: invalid, and nothing of the Set is applied
-    status, si2 = smp(sma, leaf, Attr.SWITCH_INFO, SET, data=SWITCH_INFO.pack(
-        {"LinearFdbTop": 49152, "LifeTime": 2}, base=si))
+    status, si2 = smp(
+        sma,
+        leaf,
+        Attr.SWITCH_INFO,
+        SET,
+        data=SWITCH_INFO.pack({"LinearFdbTop": 49152, "LifeTime": 2}, base=si),
+    )
     assert status == STATUS_INVALID_FIELD and si2 == si
     # read-only fields stay
-    status, si3 = smp(sma, leaf, Attr.SWITCH_INFO, SET, data=SWITCH_INFO.pack(
-        {"LinearFdbCap": 7, "EnhancedPort0": 0}, base=si))
+    status, si3 = smp(
+        sma,
+        leaf,
+        Attr.SWITCH_INFO,
+        SET,
+        data=SWITCH_INFO.pack({"LinearFdbCap": 7, "EnhancedPort0": 0}, base=si),
+    )
     assert SWITCH_INFO.unpack(si3)["LinearFdbCap"] == 49152
     assert SWITCH_INFO.unpack(si3)["EnhancedPort0"] == 1
 
@@ -433,7 +498,8 @@ def test_mellanox_extended_port_info_only_where_libibnetdisc_expects_it():
     spec = parse_spec_text(
         "name: hdr\ntrays:\n  - hosts: h[1-2]\n    gpus: 0\n    hcas: 1\n"
         "    hca_model: connectx-6\nfabric:\n  fat_tree:\n    tiers: 1\n    switch: quantum\n",
-        "hdr.yaml")
+        "hdr.yaml",
+    )
     sim = SimFabric(build(spec).fabric)
     sw = next(n for n in sim.nodes if n.is_switch)
     status, _ = smp(sma, sw.ports[0], Attr.MLNX_EXT_PORT_INFO, mod=1)

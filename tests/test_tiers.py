@@ -18,15 +18,31 @@ def _fabric():
     guid = iter(range(0x100, 0x200))
 
     def switch(name, tier=0):
-        return f.add(Node(NodeType.SWITCH, next(guid), 8, name, name=name, role="switch", tier=tier))
+        return f.add(
+            Node(NodeType.SWITCH, next(guid), 8, name, name=name, role="switch", tier=tier)
+        )
 
     def ca(name, role="hca"):
         return f.add(Node(NodeType.CA, next(guid), 1, name, name=name, role=role))
 
-    a, b, c, d, e, lone = switch("a"), switch("b"), switch("c"), switch("d", 7), switch("e"), switch("f")
+    a, b, c, d, e, lone = (
+        switch("a"),
+        switch("b"),
+        switch("c"),
+        switch("d", 7),
+        switch("e"),
+        switch("f"),
+    )
     h1, h2, an = ca("h1"), ca("h2"), ca("an", "aggregation")
-    cables = [(h1, 1, a, 1), (h2, 1, b, 1), (a, 2, c, 1), (b, 2, c, 2), (c, 3, d, 1),
-              (d, 2, e, 1), (e, 2, an, 1)]
+    cables = [
+        (h1, 1, a, 1),
+        (h2, 1, b, 1),
+        (a, 2, c, 1),
+        (b, 2, c, 2),
+        (c, 3, d, 1),
+        (d, 2, e, 1),
+        (e, 2, an, 1),
+    ]
     for x, xp, y, yp in cables:
         f.connect(x.port(xp), y.port(yp), W, S)
     return f, {"a": a, "b": b, "c": c, "d": d, "e": e, "lone": lone, "h1": h1, "h2": h2}
@@ -51,8 +67,13 @@ def test_assign_tiers_keeps_given_tiers_and_names_roles():
     # the aggregation node does not make e a leaf; d keeps its tier and stops the walk,
     # so e (reached by no walk) and the lone switch are tier 1
     assert [(k, n[k].tier, n[k].role) for k in ("a", "b", "c", "d", "e", "lone")] == [
-        ("a", 1, "leaf"), ("b", 1, "leaf"), ("c", 2, "spine"), ("d", 7, "switch"),
-        ("e", 1, "leaf"), ("lone", 1, "leaf")]
+        ("a", 1, "leaf"),
+        ("b", 1, "leaf"),
+        ("c", 2, "spine"),
+        ("d", 7, "switch"),
+        ("e", 1, "leaf"),
+        ("lone", 1, "leaf"),
+    ]
 
 
 def test_assign_tiers_names_tiers_above_three():

@@ -25,10 +25,24 @@ def server(tmp_path_factory):
     for f in TOPO.glob("tests__models__*.yaml"):
         shutil.copy(f, models / f.name.removeprefix("tests__models__"))
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "serve-topology", "lab",
-                             "--models-dir", str(models), "--port", str(port),
-                             "--aggregation-delay", "0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabriclab.cli",
+            "serve-topology",
+            "lab",
+            "--models-dir",
+            str(models),
+            "--port",
+            str(port),
+            "--aggregation-delay",
+            "0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=os.environ,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -38,7 +52,9 @@ def server(tmp_path_factory):
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(proc.stdout.read().decode() if proc.stdout else "server did not start")
+            raise AssertionError(
+                proc.stdout.read().decode() if proc.stdout else "server did not start"
+            )
         time.sleep(0.1)
     yield base
     proc.terminate()
@@ -46,7 +62,9 @@ def server(tmp_path_factory):
 
 
 def generate(base: str, payload: str) -> tuple[int, str]:
-    r = httpx.post(f"{base}/v1/generate", content=payload, headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{base}/v1/generate", content=payload, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 202, r.text
     uid = r.text
     for _ in range(100):
@@ -87,7 +105,9 @@ def test_topograph_server_cases(server, provider, payload, expected):
     body = fx(f"pkg_server_http_server_test.{payload}.payload.json").replace("%s", provider)
     status, text = generate(server, body)
     assert status == 200, text
-    assert lines(text) == lines(fx(f"pkg_server_http_server_test.{expected}.expected.topology.conf"))
+    assert lines(text) == lines(
+        fx(f"pkg_server_http_server_test.{expected}.expected.topology.conf")
+    )
 
 
 def test_unknown_uid_is_404(server):
@@ -102,19 +122,29 @@ def test_healthz(server):
 
 def test_lab_as_the_seed_update_topology_script_asks(server):
     """The seed lab's update-topology request, answered from the lab fabric."""
-    body = json.dumps({"provider": {"name": "infiniband-bm", "params": {"accelerator": {"source": "nvidia-smi"}}},
-                       "engine": {"name": "slurm", "params": {"plugin": "topology/block"}}})
+    body = json.dumps(
+        {
+            "provider": {
+                "name": "infiniband-bm",
+                "params": {"accelerator": {"source": "nvidia-smi"}},
+            },
+            "engine": {"name": "slurm", "params": {"plugin": "topology/block"}},
+        }
+    )
     status, text = generate(server, body)
     assert status == 200
-    assert text == ("# block001=7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91.1\n"
-                    "BlockName=block001 Nodes=sched-worker[1-2]\nBlockSizes=2\n")
+    assert text == (
+        "# block001=7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91.1\n"
+        "BlockName=block001 Nodes=sched-worker[1-2]\nBlockSizes=2\n"
+    )
     k8s = json.dumps({"provider": {"name": "infiniband-bm"}, "engine": {"name": "k8s"}})
     status, text = generate(server, k8s)
     labels = json.loads(text)
     assert labels["sched-worker1"] == {
         "accelerator.topograph.run/domain": "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91.1",
         "fabric.topograph.run/tier-0": "S-2c5eab036832a42e",
-        "fabric.topograph.run/tier-1": "S-2c5eab0306555424"}
+        "fabric.topograph.run/tier-1": "S-2c5eab0306555424",
+    }
 
 
 def test_pending_then_done_and_lookup(server):
@@ -131,24 +161,40 @@ def test_pending_then_done_and_lookup(server):
     assert look.status_code == 200 and "SwitchName=S1 Switches=S[2-3]" in look.text
 
 
-@pytest.mark.parametrize("body,status,message", [
-    ("{not json", 400, "invalid JSON"),
-    ('{"engine": {"name": "slurm"}}', 400, "no provider given for topology request"),
-    ('{"provider": {"name": "x"}, "engine": {"name": "slurm"}}', 400, "unsupported provider x"),
-    ('{"provider": {"name": "test"}}', 400, "no engine given for topology request"),
-    ('{"provider": {"name": "test"}, "engine": {"name": "nope"}}', 400, "unsupported engine nope"),
-])
+@pytest.mark.parametrize(
+    "body,status,message",
+    [
+        ("{not json", 400, "invalid JSON"),
+        ('{"engine": {"name": "slurm"}}', 400, "no provider given for topology request"),
+        ('{"provider": {"name": "x"}, "engine": {"name": "slurm"}}', 400, "unsupported provider x"),
+        ('{"provider": {"name": "test"}}', 400, "no engine given for topology request"),
+        (
+            '{"provider": {"name": "test"}, "engine": {"name": "nope"}}',
+            400,
+            "unsupported engine nope",
+        ),
+    ],
+)
 def test_bad_requests(server, body, status, message):
     r = httpx.post(f"{server}/v1/generate", content=body)
     assert r.status_code == status and message in r.text
 
 
 def test_request_errors_are_reported_not_hung(server):
-    body = json.dumps({"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"blockSizes": [3, 5]}}})
+    body = json.dumps(
+        {
+            "provider": {"name": "test"},
+            "engine": {"name": "slurm", "params": {"blockSizes": [3, 5]}},
+        }
+    )
     status, text = generate(server, body)
     assert status == 400 and "power-of-two multiple" in text
-    body = json.dumps({"provider": {"name": "aws-sim", "params": {"modelFileName": "missing.yaml"}},
-                       "engine": {"name": "slurm"}})
+    body = json.dumps(
+        {
+            "provider": {"name": "aws-sim", "params": {"modelFileName": "missing.yaml"}},
+            "engine": {"name": "slurm"},
+        }
+    )
     status, text = generate(server, body)
     assert status == 400 and "missing.yaml" in text
 
@@ -158,4 +204,3 @@ def test_server_survives_garbage(server):
         s.sendall(b"\x00\xffGARBAGE\r\n\r\n")
         s.recv(100)
     assert httpx.get(f"{server}/healthz").status_code == 200
-

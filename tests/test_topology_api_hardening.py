@@ -47,9 +47,21 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"server-{self.port}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fabriclab.cli", "serve-topology", *args, "--host", host,
-             "--port", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), env={**os.environ, **(env or {})})
+            [
+                sys.executable,
+                "-m",
+                "fabriclab.cli",
+                "serve-topology",
+                *args,
+                "--host",
+                host,
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("w"),
+            env={**os.environ, **(env or {})},
+        )
 
     def wait_ready(self) -> Server:
         deadline = time.monotonic() + 30
@@ -115,8 +127,11 @@ TRACEBACK_CASES = [
 ]
 
 
-@pytest.mark.parametrize("body,status,fragment", TRACEBACK_CASES,
-                         ids=["provider-string", "provider-list", "name-list", "name-object", "deep", "big-int"])
+@pytest.mark.parametrize(
+    "body,status,fragment",
+    TRACEBACK_CASES,
+    ids=["provider-string", "provider-list", "name-list", "name-object", "deep", "big-int"],
+)
 def test_malformed_bodies_are_4xx_not_500(srv, body, status, fragment):
     before = srv.log.read_text()
     for path in ("/v1/generate", "/v1/lookup"):
@@ -126,9 +141,13 @@ def test_malformed_bodies_are_4xx_not_500(srv, body, status, fragment):
 
 # --- 2. wrongly typed fields stored a 500 result ----------------------------------------
 
+
 def _req(provider: dict | str | None = None, engine: dict | str | None = None, **extra) -> str:
-    body = {"provider": {"name": "test"} if provider is None else provider,
-            "engine": {"name": "slurm"} if engine is None else engine, **extra}
+    body = {
+        "provider": {"name": "test"} if provider is None else provider,
+        "engine": {"name": "slurm"} if engine is None else engine,
+        **extra,
+    }
     return json.dumps(body)
 
 
@@ -142,12 +161,28 @@ TYPED_CASES = [
     (_req(engine={"name": SLURM, "params": {"blockSizes": ["x"]}}), "engine.params.blockSizes.0"),
     (_req(engine={"name": SLURM, "params": {"blockName": "abc"}}), "engine.params.blockName"),
     (_req(engine={"name": SLURM, "params": {"topologies": ["abc"]}}), "engine.params.topologies"),
-    (_req(engine={"name": SLURM, "params": {"topologies": {"t": "abc"}}}), "engine.params.topologies.t"),
-    (_req(engine={"name": SLURM, "params": {"topologies": {"t": {"plugin": "topology/block",
-                                                                    "blockName": 7}}}}),
-     "engine.params.topologies.t.blockName"),
-    (_req(provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml", "trimTiers": "x"}}),
-     "provider.params.trimTiers"),
+    (
+        _req(engine={"name": SLURM, "params": {"topologies": {"t": "abc"}}}),
+        "engine.params.topologies.t",
+    ),
+    (
+        _req(
+            engine={
+                "name": SLURM,
+                "params": {"topologies": {"t": {"plugin": "topology/block", "blockName": 7}}},
+            }
+        ),
+        "engine.params.topologies.t.blockName",
+    ),
+    (
+        _req(
+            provider={
+                "name": "aws-sim",
+                "params": {"modelFileName": "small-tree.yaml", "trimTiers": "x"},
+            }
+        ),
+        "provider.params.trimTiers",
+    ),
 ]
 
 
@@ -160,17 +195,24 @@ def test_wrongly_typed_fields_are_refused_with_400(srv, body, field):
 
 
 def test_null_fields_take_their_defaults_as_in_go(srv):
-    body = json.dumps({"provider": {"name": "test", "params": None, "creds": None},
-                       "engine": {"name": "slurm", "params": {"blockSizes": None, "blockName": None}},
-                       "nodes": None})
+    body = json.dumps(
+        {
+            "provider": {"name": "test", "params": None, "creds": None},
+            "engine": {"name": "slurm", "params": {"blockSizes": None, "blockName": None}},
+            "nodes": None,
+        }
+    )
     r = httpx.post(f"{srv.base}/v1/generate", content=body)
     assert r.status_code == 202, r.text
     assert result(srv.base, r.text).status_code == 200
 
 
 def test_a_model_file_name_is_a_file_of_the_models_directory(srv):
-    for name, fragment in [("..", "is not a file name"), ("a\u0000b", "is not a file name"),
-                           ("../../etc/passwd", "no model file passwd")]:
+    for name, fragment in [
+        ("..", "is not a file name"),
+        ("a\u0000b", "is not a file name"),
+        ("../../etc/passwd", "no model file passwd"),
+    ]:
         body = _req(provider={"name": "aws-sim", "params": {"modelFileName": name}})
         uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
         r = result(srv.base, uid)
@@ -181,17 +223,27 @@ def test_a_model_file_name_is_a_file_of_the_models_directory(srv):
 def test_label_error_is_a_400(srv):
     """Two instances in different NVLink domains named as one node: the k8s engine
     cannot label it (LabelError was missing from the caught errors: 500)."""
-    body = _req(provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml"}},
-                engine={"name": "k8s"}, nodes=[{"region": "r", "instances": {"I21": "n1", "I34": "n1"}}])
+    body = _req(
+        provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml"}},
+        engine={"name": "k8s"},
+        nodes=[{"region": "r", "instances": {"I21": "n1", "I34": "n1"}}],
+    )
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
     one_line_error(result(srv.base, uid), 400, "multiple accelerator labels")
 
 
 def _block_request(regexp: str, fmt: str, names: dict[str, str]) -> str:
-    return _req(provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml"}},
-                engine={"name": "slurm", "params": {"plugin": "topology/block",
-                                                    "blockName": {"nodeNameRegexp": regexp, "format": fmt}}},
-                nodes=[{"region": "r", "instances": names}])
+    return _req(
+        provider={"name": "aws-sim", "params": {"modelFileName": "small-tree.yaml"}},
+        engine={
+            "name": "slurm",
+            "params": {
+                "plugin": "topology/block",
+                "blockName": {"nodeNameRegexp": regexp, "format": fmt},
+            },
+        },
+        nodes=[{"region": "r", "instances": names}],
+    )
 
 
 def test_block_name_regexp_matches_in_linear_time(srv):
@@ -218,9 +270,17 @@ def test_block_name_format_with_a_huge_group_number(srv):
 def test_topology_node_lists_are_bounded_in_total(srv):
     """Each hostlist expands to at most 500,000 names, and now all of a request's lists
     together too: 1,000 times 'n[0-499999]' (14 kB) made 500 million names."""
-    body = _req(engine={"name": "slurm", "params": {"topologies": {
-        "t": {"plugin": "topology/tree", "nodes": ["n[0-499999]"] * 3},
-        "u": {"plugin": "topology/tree", "nodes": ["m[0-499999]"] * 3}}}})
+    body = _req(
+        engine={
+            "name": "slurm",
+            "params": {
+                "topologies": {
+                    "t": {"plugin": "topology/tree", "nodes": ["n[0-499999]"] * 3},
+                    "u": {"plugin": "topology/tree", "nodes": ["m[0-499999]"] * 3},
+                }
+            },
+        }
+    )
     started = time.monotonic()
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
     one_line_error(result(srv.base, uid), 400, "expand to more than 500000 names")
@@ -229,10 +289,13 @@ def test_topology_node_lists_are_bounded_in_total(srv):
 
 def test_error_messages_are_one_line(srv):
     body = _req(provider={"name": "no\nsuch"})
-    one_line_error(httpx.post(f"{srv.base}/v1/generate", content=body), 400, "unsupported provider no\\nsuch")
+    one_line_error(
+        httpx.post(f"{srv.base}/v1/generate", content=body), 400, "unsupported provider no\\nsuch"
+    )
 
 
 # --- 3. no body size limit ------------------------------------------------------------
+
 
 def _raw_request(port: int, head: bytes, body_chunks=(), timeout: float = 10) -> tuple[bytes, int]:
     """Send a request over a raw socket (stopping when the server closes), return the
@@ -252,7 +315,9 @@ def _raw_request(port: int, head: bytes, body_chunks=(), timeout: float = 10) ->
                 data = s.recv(65536)
                 answer += data
                 head_end = answer.find(b"\r\n\r\n")
-                if not data or (head_end >= 0 and len(answer) >= head_end + 4 + _content_length(answer)):
+                if not data or (
+                    head_end >= 0 and len(answer) >= head_end + 4 + _content_length(answer)
+                ):
                     return answer, sent
         except ConnectionResetError:
             return answer, sent
@@ -267,8 +332,10 @@ def _content_length(answer: bytes) -> int:
 
 def test_content_length_over_the_limit_is_413_before_reading(srv):
     """A declared 100 MB body is refused from its header alone: no byte of it sent."""
-    head = (b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 100000000\r\n\r\n")
+    head = (
+        b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000000\r\n\r\n"
+    )
     started = time.monotonic()
     answer, _ = _raw_request(srv.port, head)
     assert answer.startswith(b"HTTP/1.1 413 "), answer
@@ -300,6 +367,7 @@ def test_a_body_at_the_limit_is_read(srv):
 
 # --- 4. a thread per request, results never evicted ---------------------------------------
 
+
 def test_3000_distinct_requests_use_a_bounded_pool_and_results_are_evicted(tmp_path):
     s = Server(tmp_path, "--aggregation-delay", "1").wait_ready()
     try:
@@ -322,7 +390,9 @@ def test_3000_distinct_requests_use_a_bounded_pool_and_results_are_evicted(tmp_p
         assert newest.status_code == 200, newest.text
         time.sleep(0.5)
         # at most 100 results are kept (topograph's RequestHistorySize): the first is gone
-        one_line_error(httpx.get(f"{s.base}/v1/topology", params={"uid": uids[0]}), 404, "not found")
+        one_line_error(
+            httpx.get(f"{s.base}/v1/topology", params={"uid": uids[0]}), 404, "not found"
+        )
     finally:
         s.stop()
 
@@ -400,31 +470,58 @@ def _wait(cond, timeout: float = 10) -> None:
 
 # --- 5. --host 0.0.0.0 served everyone, no authentication, no warning -------------------------
 
+
 def test_non_loopback_host_without_token_refuses_to_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "FABRICLAB_TOPOLOGY_TOKEN"}
-    proc = subprocess.run([sys.executable, "-m", "fabriclab.cli", "serve-topology", "lab",
-                           "--host", "0.0.0.0", "--port", str(free_port())],
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fabriclab.cli",
+            "serve-topology",
+            "lab",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --host: 0.0.0.0 is not a loopback"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        "error: --host: 0.0.0.0 is not a loopback"
+    ), proc.stderr
     assert "FABRICLAB_TOPOLOGY_TOKEN" in proc.stderr
 
 
 def test_non_loopback_host_with_token_requires_it(tmp_path):
-    s = Server(tmp_path, "lab", host="0.0.0.0", env={"FABRICLAB_TOPOLOGY_TOKEN": TOKEN}).wait_ready()
+    s = Server(
+        tmp_path, "lab", host="0.0.0.0", env={"FABRICLAB_TOPOLOGY_TOKEN": TOKEN}
+    ).wait_ready()
     try:
         assert "clients must send the bearer token" in s.log.read_text()
         body = _req()
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                        {"Authorization": f"Basic {TOKEN}"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": TOKEN},
+            {"Authorization": f"Basic {TOKEN}"},
+        ):
             r = httpx.post(f"{s.base}/v1/generate", content=body, headers=headers)
             one_line_error(r, 401, "bearer token")
             assert r.headers["www-authenticate"] == "Bearer"
-            assert httpx.get(f"{s.base}/v1/topology", params={"uid": "x"}, headers=headers).status_code == 401
+            assert (
+                httpx.get(f"{s.base}/v1/topology", params={"uid": "x"}, headers=headers).status_code
+                == 401
+            )
             assert httpx.get(f"{s.base}/openapi.json", headers=headers).status_code == 401
         # refused before the body is read: a declared 100 MB body gets 401 at once
-        answer, _ = _raw_request(s.port, b"POST /v1/generate HTTP/1.1\r\nHost: x\r\n"
-                                          b"Content-Length: 100000000\r\n\r\n")
+        answer, _ = _raw_request(
+            s.port, b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n"
+        )
         assert answer.startswith(b"HTTP/1.1 401 "), answer
         auth = {"Authorization": f"Bearer {TOKEN}"}
         r = httpx.post(f"{s.base}/v1/generate", content=body, headers=auth)
@@ -440,14 +537,25 @@ def test_loopback_stays_open(srv):
     assert r.status_code == 202 and result(srv.base, r.text).status_code == 200
 
 
-@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True),
-                                           ("localhost", True), ("0.0.0.0", False), ("::", False),
-                                           ("192.0.2.1", False), ("no-such-host.invalid", False)])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.0.2.1", False),
+        ("no-such-host.invalid", False),
+    ],
+)
 def test_is_loopback(host, loopback):
     assert server.is_loopback(host) is loopback
 
 
 # --- the API fuzzed from its OpenAPI document ------------------------------------------------
+
 
 def _fuzz_service() -> server.TopologyService:
     """The app as ``serve-topology lab --models-dir DIR`` makes it, with no delay."""
@@ -502,19 +610,50 @@ def test_fuzz_sees_the_real_request_bodies(fuzz_app):
 
     doc = TestClient(fuzz_app).get("/openapi.json").json()
     schemas = doc["components"]["schemas"]
-    assert doc["paths"]["/v1/generate"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/TopologyRequest"}
-    assert set(schemas["EngineParams"]["properties"]) >= {"plugin", "blockSizes", "blockName", "topologies",
-                                                           "skeletonOnly"}
+    assert doc["paths"]["/v1/generate"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"
+    ] == {"$ref": "#/components/schemas/TopologyRequest"}
+    assert set(schemas["EngineParams"]["properties"]) >= {
+        "plugin",
+        "blockSizes",
+        "blockName",
+        "topologies",
+        "skeletonOnly",
+    }
     assert schemas["Provider"]["properties"]["name"]["enum"][0] == "aws-sim"
 
 
-@pytest.mark.parametrize("body,status", [
-    (b"[" * 100_000, 422), (b'{"a":' * 50 + b"1" + b"}" * 50, 422), (b"-" + b"9" * 4301, 422),
-    (b'{"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"blockSizes": [1e999]}}}', 400),
-    (b'{"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"blockSizes": [' + b"9" * 101 + b"]}}}", 422),
-    (b'"' + b'\\"' * 100_000, 400), (b"\xff\xfe{\x00}\x00", 400), (b" " * (MAX_BODY + 1), 413),
-], ids=["deep-array", "deep-object", "long-negative", "inf", "101-digits", "unclosed-string", "utf16", "big"])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        (b"[" * 100_000, 422),
+        (b'{"a":' * 50 + b"1" + b"}" * 50, 422),
+        (b"-" + b"9" * 4301, 422),
+        (
+            b'{"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"blockSizes": [1e999]}}}',
+            400,
+        ),
+        (
+            b'{"provider": {"name": "test"}, "engine": {"name": "slurm", "params": {"blockSizes": ['
+            + b"9" * 101
+            + b"]}}}",
+            422,
+        ),
+        (b'"' + b'\\"' * 100_000, 400),
+        (b"\xff\xfe{\x00}\x00", 400),
+        (b" " * (MAX_BODY + 1), 413),
+    ],
+    ids=[
+        "deep-array",
+        "deep-object",
+        "long-negative",
+        "inf",
+        "101-digits",
+        "unclosed-string",
+        "utf16",
+        "big",
+    ],
+)
 def test_large_and_deep_bodies_refused(fuzz_app, body, status):
     from starlette.testclient import TestClient
 

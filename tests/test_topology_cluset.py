@@ -27,8 +27,10 @@ def test_expand_list_is_bounded_before_expanding():
         expand_list("n[1-1000000000000]")
 
 
-@pytest.mark.parametrize("text,problem", [("n[1-2", "unclosed '['"), ("n[[1-2]]", "nested '['"),
-                                          ("n1],n2", "unbalanced ']'")])
+@pytest.mark.parametrize(
+    "text,problem",
+    [("n[1-2", "unclosed '['"), ("n[[1-2]]", "nested '['"), ("n1],n2", "unbalanced ']'")],
+)
 def test_malformed_brackets_are_an_option_error(text, problem):
     # spec.hostlist's term splitting: topograph would take these as literal names
     with pytest.raises(OptionError, match=re.escape(problem)):

@@ -19,19 +19,37 @@ UUID = "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91"
 
 
 def fl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabriclab.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
 
 
 def test_nvidia_smi_views():
-    r = fl("render", "lab", "nvidia-smi", "--from", "sched-worker1", "--",
-           "--query-gpu=fabric.clusterUuid,fabric.cliqueId", "--format=csv,noheader")
+    r = fl(
+        "render",
+        "lab",
+        "nvidia-smi",
+        "--from",
+        "sched-worker1",
+        "--",
+        "--query-gpu=fabric.clusterUuid,fabric.cliqueId",
+        "--format=csv,noheader",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"{UUID}, 1\n" * 4
     q = fl("render", "lab", "nvidia-smi", "--from", "sched-worker2", "--", "-q").stdout
-    assert q.count("    Fabric\n") == 4 and f"        ClusterUUID                       : {UUID}\n" in q
+    assert (
+        q.count("    Fabric\n") == 4
+        and f"        ClusterUUID                       : {UUID}\n" in q
+    )
     assert "        CliqueId                          : 1\n" in q
-    h = fl("render", "h100-su", "nvidia-smi", "--", "--query-gpu=index,fabric.cliqueId", "--format=csv").stdout
+    h = fl(
+        "render", "h100-su", "nvidia-smi", "--", "--query-gpu=index,fabric.cliqueId", "--format=csv"
+    ).stdout
     assert h.splitlines()[0] == "index, fabric.cliqueId" and h.splitlines()[8] == "7, 0"
     bad = fl("render", "lab", "nvidia-smi", "--", "--query-gpu=power.draw", "--format=csv")
     assert bad.returncode == 2 and "field 'power.draw' is not modelled" in bad.stderr
@@ -71,10 +89,28 @@ def test_nvidia_smi_na_and_missing_host(lab_files, tmp_path):
     ib, smi = lab_files
     lines = smi.read_text().splitlines()
     bad = tmp_path / "smi-bad.txt"
-    bad.write_text("\n".join([ln.replace(f"{UUID}, 1", "N/A, N/A") if ln.startswith("sched-worker2") else ln
-                              for ln in lines if not ln.startswith("sched-worker1")] + ["garbage"]) + "\n")
-    r = fl("topology", "--ibnetdiscover", str(ib), "--nvidia-smi", str(bad), "-e", "slurm-block",
-           "--nodes", "sched-worker[1-2]")
+    bad.write_text(
+        "\n".join(
+            [
+                ln.replace(f"{UUID}, 1", "N/A, N/A") if ln.startswith("sched-worker2") else ln
+                for ln in lines
+                if not ln.startswith("sched-worker1")
+            ]
+            + ["garbage"]
+        )
+        + "\n"
+    )
+    r = fl(
+        "topology",
+        "--ibnetdiscover",
+        str(ib),
+        "--nvidia-smi",
+        str(bad),
+        "-e",
+        "slurm-block",
+        "--nodes",
+        "sched-worker[1-2]",
+    )
     assert r.returncode == 2 and "block topology contains no accelerator domains" in r.stderr
     assert f"warning: {bad}:1: sched-worker2 GPU 0: ClusterUUID N/A, CliqueId N/A" in r.stderr
     assert f"warning: sched-worker1: no nvidia-smi answer in {bad}" in r.stderr
@@ -85,21 +121,35 @@ def test_nvidia_smi_na_and_missing_host(lab_files, tmp_path):
 
 def test_unknown_nodes_go_under_no_topology(lab_files):
     ib, smi = lab_files
-    r = fl("topology", "--ibnetdiscover", str(ib), "--nvidia-smi", str(smi), "--nodes", "sched-worker[1-3]")
+    r = fl(
+        "topology",
+        "--ibnetdiscover",
+        str(ib),
+        "--nvidia-smi",
+        str(smi),
+        "--nodes",
+        "sched-worker[1-3]",
+    )
     assert r.returncode == 1
     assert "warning: sched-worker3: not in the fabric" in r.stderr
     assert "SwitchName=no-topology Nodes=sched-worker3" in r.stdout.splitlines()
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["topology"], "give a SPEC, or --ibnetdiscover FILE"),
-    (["topology", "lab", "--compat", "slurm"], "the one compatibility mode is 'topograph'"),
-    (["topology", "lab", "-e", "slurm-block", "--block-sizes", "3,5"], "power-of-two multiple"),
-    (["topology", "lab", "-e", "slurm-block", "--block-name", "(unclosed=x"], "invalid blockName.nodeNameRegexp"),
-    (["topology", "lab", "--nodes", "x[1-"], "error: --nodes:"),
-    (["topology", "lab", "-e", "slurm-yaml"], "slurm-yaml needs --topologies"),
-    (["topology", "--ibnetdiscover", "/nonexistent"], "error: /nonexistent: cannot read"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["topology"], "give a SPEC, or --ibnetdiscover FILE"),
+        (["topology", "lab", "--compat", "slurm"], "the one compatibility mode is 'topograph'"),
+        (["topology", "lab", "-e", "slurm-block", "--block-sizes", "3,5"], "power-of-two multiple"),
+        (
+            ["topology", "lab", "-e", "slurm-block", "--block-name", "(unclosed=x"],
+            "invalid blockName.nodeNameRegexp",
+        ),
+        (["topology", "lab", "--nodes", "x[1-"], "error: --nodes:"),
+        (["topology", "lab", "-e", "slurm-yaml"], "slurm-yaml needs --topologies"),
+        (["topology", "--ibnetdiscover", "/nonexistent"], "error: /nonexistent: cannot read"),
+    ],
+)
 def test_topology_usage_errors(args, msg):
     r = fl(*args)
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
@@ -107,9 +157,14 @@ def test_topology_usage_errors(args, msg):
 
 def test_slurm_yaml_from_partitions_file(tmp_path):
     t = tmp_path / "topologies.yaml"
-    t.write_text("gpu:\n  plugin: topology/block\n  nodes: ['gb-r0[1-2]-t[01-18]']\n"
-                 "all:\n  plugin: topology/tree\n  nodes: ['gb-r0[1-8]-t[01-18]']\n  cluster_default: true\n")
+    t.write_text(
+        "gpu:\n  plugin: topology/block\n  nodes: ['gb-r0[1-2]-t[01-18]']\n"
+        "all:\n  plugin: topology/tree\n  nodes: ['gb-r0[1-8]-t[01-18]']\n  cluster_default: true\n"
+    )
     r = fl("topology", "gb200-su", "-e", "slurm-yaml", "--topologies", str(t))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("- topology: all\n  cluster_default: true\n  tree:\n    switches:\n")
-    assert "- topology: gpu\n  cluster_default: false\n  block:\n    block_sizes:\n        - 18\n        - 36\n" in r.stdout
+    assert (
+        "- topology: gpu\n  cluster_default: false\n  block:\n    block_sizes:\n        - 18\n        - 36\n"
+        in r.stdout
+    )

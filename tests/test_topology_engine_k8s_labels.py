@@ -31,14 +31,19 @@ def test_label_values_over_63_characters_are_hashed():
 
 def test_node_labels_tiers_closest_first_and_domains():
     labels = node_labels(two_leaves())
-    assert labels["n1"] == {"fabric.topograph.run/tier-0": "leaf1", "fabric.topograph.run/tier-1": "spine",
-                            "accelerator.topograph.run/domain": "nvl-a"}
+    assert labels["n1"] == {
+        "fabric.topograph.run/tier-0": "leaf1",
+        "fabric.topograph.run/tier-1": "spine",
+        "accelerator.topograph.run/domain": "nvl-a",
+    }
 
 
 def test_node_labels_sub_domain():
     labels = node_labels(Graph(None, racks(2, 1)))
-    assert labels["n2"] == {"accelerator.topograph.run/domain": "nvl",
-                            "accelerator.topograph.run/sub-domain": "rack1"}
+    assert labels["n2"] == {
+        "accelerator.topograph.run/domain": "nvl",
+        "accelerator.topograph.run/sub-domain": "rack1",
+    }
 
 
 def test_a_node_in_two_domains_is_a_label_error():
@@ -55,7 +60,13 @@ def test_labels_json_sorted():
 
 
 def test_kubectl_script_removes_stale_tier_labels():
-    script = kubectl_script({"n1": {"fabric.topograph.run/tier-0": "l", "fabric.topograph.run/tier-1": "s"},
-                             "n2": {"fabric.topograph.run/tier-0": "l"}})
-    assert script.splitlines()[-1] == ("kubectl label node n2 --overwrite fabric.topograph.run/tier-0=l "
-                                       "fabric.topograph.run/tier-1-")
+    script = kubectl_script(
+        {
+            "n1": {"fabric.topograph.run/tier-0": "l", "fabric.topograph.run/tier-1": "s"},
+            "n2": {"fabric.topograph.run/tier-0": "l"},
+        }
+    )
+    assert script.splitlines()[-1] == (
+        "kubectl label node n2 --overwrite fabric.topograph.run/tier-0=l "
+        "fabric.topograph.run/tier-1-"
+    )

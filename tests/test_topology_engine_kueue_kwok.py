@@ -9,14 +9,23 @@ from fabriclab.topology.engines import EngineOptions
 from fabriclab.topology.engines.kueue_kwok import kueue_manifests, kwok_nodes, levels
 from fabriclab.topology.engines.yaml_text import dump_all, go_scalar, quoted_scalar
 
-LABELS = {"n1": {"fabric.topograph.run/tier-0": "leaf", "fabric.topograph.run/tier-1": "spine",
-                 "accelerator.topograph.run/domain": "nvl"},
-          "n2": {"fabric.topograph.run/tier-0": "leaf"}}
+LABELS = {
+    "n1": {
+        "fabric.topograph.run/tier-0": "leaf",
+        "fabric.topograph.run/tier-1": "spine",
+        "accelerator.topograph.run/domain": "nvl",
+    },
+    "n2": {"fabric.topograph.run/tier-0": "leaf"},
+}
 
 
 def test_levels_largest_first_then_domain_then_host():
-    assert levels(LABELS) == ["fabric.topograph.run/tier-1", "fabric.topograph.run/tier-0",
-                              "accelerator.topograph.run/domain", "kubernetes.io/hostname"]
+    assert levels(LABELS) == [
+        "fabric.topograph.run/tier-1",
+        "fabric.topograph.run/tier-0",
+        "accelerator.topograph.run/domain",
+        "kubernetes.io/hostname",
+    ]
     assert levels({}) == ["kubernetes.io/hostname"]
 
 
@@ -35,7 +44,13 @@ def test_kwok_nodes_carry_labels_and_gpus():
 
 
 def test_scalars_in_both_styles():
-    assert [go_scalar(v) for v in (True, 7, "topo1", "a: b", "true")] == ["true", "7", "topo1", "'a: b'", "'true'"]
+    assert [go_scalar(v) for v in (True, 7, "topo1", "a: b", "true")] == [
+        "true",
+        "7",
+        "topo1",
+        "'a: b'",
+        "'true'",
+    ]
     assert [quoted_scalar(v) for v in (False, 1.5, "true")] == ["false", "1.5", '"true"']
 
 

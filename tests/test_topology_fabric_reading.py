@@ -23,15 +23,23 @@ UUID = "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91"
 
 
 def topo(spec, engine="slurm-tree", *, compat=False, names=False, nodes=None):
-    inputs = topology_inputs.from_cluster(build(spec if not isinstance(spec, str) else load_spec(spec)))
+    inputs = topology_inputs.from_cluster(
+        build(spec if not isinstance(spec, str) else load_spec(spec))
+    )
     graph = local_graph(inputs, nodes, compat=compat, names=names)
     return run(engine, graph, EngineOptions(gpus=inputs.gpus)), inputs.report
 
 
 # (block topologies only where there are multi-node NVLink domains: see
 # test_no_block_for_gpus_outside_nvlink_domains)
-SAME = [(s, "slurm-tree") for s in ("lab", "gb200-su", "h100-su", str(SPECS / "three-tier-hdr.yaml"))] + \
-       [("lab", "slurm-block"), ("gb200-su", "slurm-block"), ("lab", "k8s-labels"), ("gb200-su", "k8s-labels")]
+SAME = [
+    (s, "slurm-tree") for s in ("lab", "gb200-su", "h100-su", str(SPECS / "three-tier-hdr.yaml"))
+] + [
+    ("lab", "slurm-block"),
+    ("gb200-su", "slurm-block"),
+    ("lab", "k8s-labels"),
+    ("gb200-su", "k8s-labels"),
+]
 
 
 @pytest.mark.parametrize("spec,engine", SAME)
@@ -52,14 +60,18 @@ def test_same_as_topograph_three_tiers_at_scale():
 def test_lab_labels_as_in_the_seed():
     text, _ = topo("lab", "k8s-labels")
     labels = json.loads(text)
-    assert labels["sched-worker2"] == {"accelerator.topograph.run/domain": f"{UUID}.1",
-                                       "fabric.topograph.run/tier-0": "S-2c5eab036832a42e",
-                                       "fabric.topograph.run/tier-1": "S-2c5eab0306555424"}
+    assert labels["sched-worker2"] == {
+        "accelerator.topograph.run/domain": f"{UUID}.1",
+        "fabric.topograph.run/tier-0": "S-2c5eab036832a42e",
+        "fabric.topograph.run/tier-1": "S-2c5eab0306555424",
+    }
 
 
 def test_difference_skewed_rails_still_give_a_tree():
     spec = str(SPECS / "skewed-rails.yaml")
-    with pytest.raises(SlurmTopologyError, match="reachable more than once; topology must be a tree"):
+    with pytest.raises(
+        SlurmTopologyError, match="reachable more than once; topology must be a tree"
+    ):
         topo(spec, compat=True)
     text, report = topo(spec, names=True)
     lines = text.splitlines()
@@ -76,8 +88,12 @@ def test_difference_factory_described_hca_is_reported():
     spec = str(SPECS / "quirks.yaml")
     _, report = topo(spec)
     msgs = [str(p) for p in report.problems]
-    assert any("MT4129 ConnectX7   Mellanox Technologies" in m and "MF0;leaf-b:MQM8700/U1 port 5" in m
-               and m.startswith("CA 0xe09d7303") for m in msgs), msgs
+    assert any(
+        "MT4129 ConnectX7   Mellanox Technologies" in m
+        and "MF0;leaf-b:MQM8700/U1 port 5" in m
+        and m.startswith("CA 0xe09d7303")
+        for m in msgs
+    ), msgs
     assert report.left_out
     # topograph drops it without a word and fails on q1..q3 (on two leaves, unlike q4)
     with pytest.raises(Exception, match="topology must be a tree"):
@@ -99,7 +115,10 @@ def test_difference_no_phantom_tier():
 
 def test_difference_names():
     text, _ = topo("lab", names=True)
-    assert text == "SwitchName=LAB-IBSPINE-01 Switches=LAB-IBLEAF-01\nSwitchName=LAB-IBLEAF-01 Nodes=sched-worker[1-2]\n"
+    assert (
+        text
+        == "SwitchName=LAB-IBSPINE-01 Switches=LAB-IBLEAF-01\nSwitchName=LAB-IBLEAF-01 Nodes=sched-worker[1-2]\n"
+    )
 
 
 LAB_PARTITIONED = textwrap.dedent(f"""
@@ -131,11 +150,19 @@ def test_partition_changes_clique_block_and_label():
     """The seed lab's move of tray 2 into partition 7."""
     spec = parse_spec_text(LAB_PARTITIONED % "sched-worker2", "t")
     c = build(spec)
-    assert nvidia_smi.render_query(c.tray("sched-worker2"), nvidia_smi.TOPOGRAPH_QUERY.split()) == f"{UUID}, 7\n" * 4
-    assert nvidia_smi.render_query(c.tray("sched-worker1"), nvidia_smi.TOPOGRAPH_QUERY.split()) == f"{UUID}, 1\n" * 4
+    assert (
+        nvidia_smi.render_query(c.tray("sched-worker2"), nvidia_smi.TOPOGRAPH_QUERY.split())
+        == f"{UUID}, 7\n" * 4
+    )
+    assert (
+        nvidia_smi.render_query(c.tray("sched-worker1"), nvidia_smi.TOPOGRAPH_QUERY.split())
+        == f"{UUID}, 1\n" * 4
+    )
     block, _ = topo(spec, "slurm-block")
-    assert block == (f"# block001={UUID}.1\nBlockName=block001 Nodes=sched-worker1\n"
-                     f"# block002={UUID}.7\nBlockName=block002 Nodes=sched-worker2\nBlockSizes=1,2\n")
+    assert block == (
+        f"# block001={UUID}.1\nBlockName=block001 Nodes=sched-worker1\n"
+        f"# block002={UUID}.7\nBlockName=block002 Nodes=sched-worker2\nBlockSizes=1,2\n"
+    )
     labels = json.loads(topo(spec, "k8s-labels")[0])
     assert labels["sched-worker2"]["accelerator.topograph.run/domain"] == f"{UUID}.7"
     assert labels["sched-worker1"]["accelerator.topograph.run/domain"] == f"{UUID}.1"
@@ -143,14 +170,19 @@ def test_partition_changes_clique_block_and_label():
 
 def test_difference_split_tray_reported_per_gpu():
     spec = parse_spec_text(LAB_PARTITIONED % "sched-worker2:0-1", "t")
-    with pytest.raises(ProviderError, match=r'node "sched-worker2": ambiguous NVL partition IDs: '
-                                            rf"{UUID}\.1, {UUID}\.7"):
+    with pytest.raises(
+        ProviderError,
+        match=r'node "sched-worker2": ambiguous NVL partition IDs: '
+        rf"{UUID}\.1, {UUID}\.7",
+    ):
         topo(spec, "slurm-block", compat=True)
     block, report = topo(spec, "slurm-block")
     assert block == f"# block001={UUID}.1\nBlockName=block001 Nodes=sched-worker1\nBlockSizes=1\n"
     (problem,) = [p for p in report.problems if p.where == "sched-worker2"]
-    assert problem.what == (f"GPUs disagree on the NVLink partition (GPU 0 {UUID}.7; GPU 1 {UUID}.7; "
-                            f"GPU 2 {UUID}.1; GPU 3 {UUID}.1); left out of the domains")
+    assert problem.what == (
+        f"GPUs disagree on the NVLink partition (GPU 0 {UUID}.7; GPU 1 {UUID}.7; "
+        f"GPU 2 {UUID}.1; GPU 3 {UUID}.1); left out of the domains"
+    )
     assert report.left_out
 
 

@@ -28,11 +28,16 @@ from fabriclab.topology.providers import local_graph
 K8S_VERSION = "1.37.0"
 
 # Kueue v1beta2 CRDs: topologies.kueue.x-k8s.io and resourceflavors.kueue.x-k8s.io.
-_LABEL_KEY = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-              r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+_LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-_OBJECT = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-           "metadata": {"type": "object"}}
+_OBJECT = {
+    "apiVersion": {"type": "string"},
+    "kind": {"type": "string"},
+    "metadata": {"type": "object"},
+}
 TOPOLOGY_SCHEMA = {
     "type": "object",
     "properties": {
@@ -40,12 +45,25 @@ TOPOLOGY_SCHEMA = {
         "spec": {
             "type": "object",
             "required": ["levels"],
-            "properties": {"levels": {
-                "type": "array", "minItems": 1, "maxItems": 16,
-                "items": {"type": "object", "required": ["nodeLabel"], "properties": {
-                    "nodeLabel": {"type": "string", "minLength": 1, "maxLength": 316,
-                                  "pattern": _LABEL_KEY}}},
-            }},
+            "properties": {
+                "levels": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 16,
+                    "items": {
+                        "type": "object",
+                        "required": ["nodeLabel"],
+                        "properties": {
+                            "nodeLabel": {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": 316,
+                                "pattern": _LABEL_KEY,
+                            }
+                        },
+                    },
+                }
+            },
         },
     },
 }
@@ -56,10 +74,12 @@ RESOURCE_FLAVOR_SCHEMA = {
         "spec": {
             "type": "object",
             "properties": {
-                "nodeLabels": {"type": "object", "maxProperties": 8,
-                               "additionalProperties": {"type": "string"}},
-                "topologyName": {"type": "string", "maxLength": 253,
-                                 "pattern": _DNS_SUBDOMAIN},
+                "nodeLabels": {
+                    "type": "object",
+                    "maxProperties": 8,
+                    "additionalProperties": {"type": "string"},
+                },
+                "topologyName": {"type": "string", "maxLength": 253, "pattern": _DNS_SUBDOMAIN},
             },
         },
     },
@@ -86,7 +106,9 @@ def flavor_cel(obj: dict) -> list[str]:
 
 # Kubernetes label syntax (apimachinery validation: IsQualifiedName, IsValidLabelValue).
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 
 
 def label_problems(key: str, value: str) -> list[str]:
@@ -106,9 +128,14 @@ def _metadata_name_ok(name: str) -> bool:
     return len(name) <= 253 and re.match(_DNS_SUBDOMAIN, name) is not None
 
 
-CASES = [("lab", False, False), ("gb200-su", False, False), ("gb200-su", False, True),
-         ("h100-su", True, False), (str(SPECS / "three-tier-hdr.yaml"), False, True),
-         (str(SPECS / "skewed-rails.yaml"), False, False)]
+CASES = [
+    ("lab", False, False),
+    ("gb200-su", False, False),
+    ("gb200-su", False, True),
+    ("h100-su", True, False),
+    (str(SPECS / "three-tier-hdr.yaml"), False, True),
+    (str(SPECS / "skewed-rails.yaml"), False, False),
+]
 
 
 def _engine(spec: str, engine: str, compat: bool, names: bool) -> str:
@@ -118,8 +145,9 @@ def _engine(spec: str, engine: str, compat: bool, names: bool) -> str:
     return run(engine, graph, EngineOptions(gpus=inputs.gpus))
 
 
-@pytest.mark.parametrize("spec,compat,names", CASES,
-                         ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v))
+@pytest.mark.parametrize(
+    "spec,compat,names", CASES, ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v)
+)
 def test_kwok_nodes_are_valid_kubernetes_nodes(spec, compat, names):
     docs = [d for d in yaml.safe_load_all(_engine(spec, "kwok", compat, names)) if d]
     assert docs and all(d["kind"] == "Node" for d in docs)
@@ -141,8 +169,9 @@ def test_kwok_node_schema_check_can_fail():
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("spec,compat,names", CASES,
-                         ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v))
+@pytest.mark.parametrize(
+    "spec,compat,names", CASES, ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v)
+)
 def test_kueue_manifests_validate_against_the_crds(spec, compat, names):
     docs = [d for d in yaml.safe_load_all(_engine(spec, "kueue", compat, names)) if d]
     kinds = {d["kind"]: d for d in docs}
@@ -166,10 +195,12 @@ def test_kueue_manifests_validate_against_the_crds(spec, compat, names):
 
 
 def test_kueue_schema_and_rules_can_fail():
-    topo = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
-            "metadata": {"name": "t"},
-            "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"},
-                                {"nodeLabel": "a/b"}]}}
+    topo = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "a/b"}]},
+    }
     assert topology_cel(topo)
     topo["spec"]["levels"] = [{"nodeLabel": "Bad_Prefix/x"}]
     with pytest.raises(jsonschema.ValidationError):
@@ -179,8 +210,9 @@ def test_kueue_schema_and_rules_can_fail():
         jsonschema.validate(topo, TOPOLOGY_SCHEMA)
 
 
-@pytest.mark.parametrize("spec,compat,names", CASES,
-                         ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v))
+@pytest.mark.parametrize(
+    "spec,compat,names", CASES, ids=lambda v: v.rsplit("/", 1)[-1] if isinstance(v, str) else str(v)
+)
 def test_node_labels_obey_kubernetes_label_syntax(spec, compat, names):
     labels = json.loads(_engine(spec, "k8s-labels", compat, names))
     assert labels
@@ -189,12 +221,15 @@ def test_node_labels_obey_kubernetes_label_syntax(spec, compat, names):
             assert label_problems(key, value) == [], (node, key, value)
 
 
-@pytest.mark.parametrize("key,value,problem", [
-    ("fabric.topograph.run/tier-0", "x" * 64, "value"),
-    ("fabric.topograph.run/tier-0", "-leading", "value"),
-    ("Fabric.run/tier", "v", "prefix"),
-    ("a/" + "k" * 64, "v", "name"),
-    ("", "v", "name"),
-])
+@pytest.mark.parametrize(
+    "key,value,problem",
+    [
+        ("fabric.topograph.run/tier-0", "x" * 64, "value"),
+        ("fabric.topograph.run/tier-0", "-leading", "value"),
+        ("Fabric.run/tier", "v", "prefix"),
+        ("a/" + "k" * 64, "v", "name"),
+        ("", "v", "name"),
+    ],
+)
 def test_label_problems_names_what_is_wrong(key, value, problem):
     assert any(problem in p for p in label_problems(key, value))

@@ -32,13 +32,19 @@ def test_a_model_as_topographs_test_provider_sees_it():
     graph = model().test_graph()
     core = graph.tiers.vertices["core"]
     assert sorted(core.vertices) == ["leaf1", "leaf2"]
-    assert {v.id: v.name for v in core.vertices["leaf1"].vertices.values()} == {"i-n1": "n1", "i-n2": "n2"}
+    assert {v.id: v.name for v in core.vertices["leaf1"].vertices.values()} == {
+        "i-n1": "n1",
+        "i-n2": "n2",
+    }
     assert sorted(graph.domains["nvl-a"]) == ["n1", "n2"]
 
 
 def test_a_model_as_a_sim_provider_sees_it():
     nodes = model().nodes
-    assert nodes["n1"].layers == ["leaf1", "core"] and nodes["n1"].labels["topology.kubernetes.io/region"] == "east"
+    assert (
+        nodes["n1"].layers == ["leaf1", "core"]
+        and nodes["n1"].labels["topology.kubernetes.io/region"] == "east"
+    )
     graph = model().sim_graph("aws-sim", {"n3": "host3", "gone": "host9"})
     assert graph.tiers.vertices["core"].vertices["leaf2"].vertices["n3"].name == "host3"
     assert graph.tiers.vertices["no-topology"].vertices["gone"].name == "host9"
@@ -48,7 +54,10 @@ def test_a_model_as_a_sim_provider_sees_it():
 BAD_MODELS = [
     ("switches: [a, b]\n", "switches: a mapping"),
     ("blocks:\n  - nodes: 5\n", "blocks[0].nodes: a list of strings"),
-    ('blocks:\n  - nodes: ["n[1-999999]"]\n', "blocks[0].nodes: expanded node list exceeds 500000 entries"),
+    (
+        'blocks:\n  - nodes: ["n[1-999999]"]\n',
+        "blocks[0].nodes: expanded node list exceeds 500000 entries",
+    ),
     ("switches:\n  s1: {switches: s2}\n", "switches.s1.switches: a list of strings"),
     ("blocks:\n  - {nodes: [n1], labels: [a]}\n", "blocks[0].labels: a mapping"),
     ("blocks: {a: 1}\n", "blocks: a list of capacity blocks"),
@@ -70,8 +79,10 @@ def test_the_api_answers_a_malformed_model_with_400(tmp_path, text, message):
     service = server.TopologyService(None, str(tmp_path), 0.0)
     try:
         with TestClient(server.make_app(service)) as client:
-            body = {"provider": {"name": "test", "params": {"modelFileName": "bad.yaml"}},
-                    "engine": {"name": "slurm"}}
+            body = {
+                "provider": {"name": "test", "params": {"modelFileName": "bad.yaml"}},
+                "engine": {"name": "slurm"},
+            }
             uid = client.post("/v1/generate", json=body).text
             deadline = time.monotonic() + 10
             while (r := client.get("/v1/topology", params={"uid": uid})).status_code == 202:

@@ -75,10 +75,16 @@ def check_topology_yaml(text: str) -> list[dict]:
             for sw in topo["tree"]["switches"]:
                 assert set(sw) <= {"switch", "children", "nodes"} and "switch" in sw
         if "block" in topo:
-            check_block_conf("".join(f"BlockName={b['block']}" +
-                                     (f" Nodes={b['nodes']}" if b.get("nodes") else "") + "\n"
-                                     for b in topo["block"]["blocks"]) +
-                             "BlockSizes=" + ",".join(map(str, topo["block"]["block_sizes"])))
+            check_block_conf(
+                "".join(
+                    f"BlockName={b['block']}"
+                    + (f" Nodes={b['nodes']}" if b.get("nodes") else "")
+                    + "\n"
+                    for b in topo["block"]["blocks"]
+                )
+                + "BlockSizes="
+                + ",".join(map(str, topo["block"]["block_sizes"]))
+            )
     return doc
 
 
@@ -86,8 +92,10 @@ def _engine(spec: str, engine: str, topologies=None, compat=False) -> tuple[str,
     cluster = build(load_spec(spec))
     inputs = topology_inputs.from_cluster(cluster)
     graph = local_graph(inputs, None, compat=compat, names=False)
-    return (run(engine, graph, EngineOptions(gpus=inputs.gpus, topologies=topologies or {})),
-            [t.host for t in cluster.trays])
+    return (
+        run(engine, graph, EngineOptions(gpus=inputs.gpus, topologies=topologies or {})),
+        [t.host for t in cluster.trays],
+    )
 
 
 @pytest.mark.parametrize("spec", ["lab", "gb200-su"])
@@ -112,8 +120,10 @@ def test_gb200_su_blocks_are_the_racks():
 def test_topology_yaml_follows_its_man_page(spec):
     cluster = build(load_spec(spec))
     hosts = [t.host for t in cluster.trays]
-    topologies = {"fabric": TopologySpec(TREE, hosts, cluster_default=True),
-                  "flat": TopologySpec(FLAT, hosts[:1])}
+    topologies = {
+        "fabric": TopologySpec(TREE, hosts, cluster_default=True),
+        "flat": TopologySpec(FLAT, hosts[:1]),
+    }
     if cluster.domains:
         topologies["nvl"] = TopologySpec(BLOCK, hosts)
     text, _ = _engine(spec, "slurm-yaml", topologies)
@@ -122,12 +132,15 @@ def test_topology_yaml_follows_its_man_page(spec):
     assert sum(bool(t.get("cluster_default")) for t in doc) == 1
 
 
-@pytest.mark.parametrize("bad", [
-    "BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,3\n",
-    "BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n2\nBlockSizes=1\n",
-    "BlockName=b1 Nodes=n[1-2] Switches=s1\nBlockSizes=2\n",
-    "BlockName=b1 Nodes=n[1-2]\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,3\n",
+        "BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n2\nBlockSizes=1\n",
+        "BlockName=b1 Nodes=n[1-2] Switches=s1\nBlockSizes=2\n",
+        "BlockName=b1 Nodes=n[1-2]\n",
+    ],
+)
 def test_block_syntax_check_can_fail(bad):
     with pytest.raises(AssertionError):
         check_block_conf(bad)

@@ -47,12 +47,17 @@ def block_with_multi_ib_test_set() -> Graph:
     s2 = V("S2", "", *nodes("I14=Node104", "I15=Node105", "I16=Node106"))
     s3 = V("S3", "", *nodes("I21=Node201", "I22=Node202", "I25=Node205"))
     ib2 = V("IB2", "", V("S1", "", s2, s3))
-    return Graph(root(ib1, ib2), domains({
-        "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
-        "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
-        "B3": ["I31=Node301", "I32=Node302", "I33=Node303"],
-        "B4": ["I41=Node401", "I42=Node402", "I43=Node403"],
-    }))
+    return Graph(
+        root(ib1, ib2),
+        domains(
+            {
+                "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
+                "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
+                "B3": ["I31=Node301", "I32=Node302", "I33=Node303"],
+                "B4": ["I41=Node401", "I42=Node402", "I43=Node403"],
+            }
+        ),
+    )
 
 
 def block_with_ib_test_set() -> Graph:
@@ -61,12 +66,17 @@ def block_with_ib_test_set() -> Graph:
     r2 = V("R2", "", *nodes("I34=Node304", "I35=Node305", "I36=Node306"))
     r3 = V("R3", "", *nodes("I41=Node401", "I42=Node402", "I43=Node403"))
     l1, r1 = V("l1", "", l2, l3), V("r1", "", r2, r3)
-    return Graph(root(key={"L1": l1, "R1": r1}), domains({
-        "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
-        "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
-        "B3": ["I34=Node304", "I35=Node305", "I36=Node306"],
-        "B4": ["I41=Node401", "I42=Node402", "I43=Node403"],
-    }))
+    return Graph(
+        root(key={"L1": l1, "R1": r1}),
+        domains(
+            {
+                "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
+                "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
+                "B3": ["I34=Node304", "I35=Node305", "I36=Node306"],
+                "B4": ["I41=Node401", "I42=Node402", "I43=Node403"],
+            }
+        ),
+    )
 
 
 def block_with_dfs_ib_test_set() -> Graph:
@@ -74,28 +84,50 @@ def block_with_dfs_ib_test_set() -> Graph:
     s4 = V("S4", "", *nodes("I22=Node202"))
     s5 = V("S5", "", *nodes("I25=Node205"))
     s0 = V("S0", "", V("S1", "", s4), s2, V("S3", "", s5))
-    return Graph(root(s0), domains({
-        "B1": ["I22=Node202"], "B2": ["I14=Node104", "I15=Node105"], "B3": ["I25=Node205"]}))
+    return Graph(
+        root(s0),
+        domains(
+            {"B1": ["I22=Node202"], "B2": ["I14=Node104", "I15=Node105"], "B3": ["I25=Node205"]}
+        ),
+    )
 
 
 def block_test_set() -> Graph:
-    return Graph(None, domains({
-        "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
-        "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
-    }))
+    return Graph(
+        None,
+        domains(
+            {
+                "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
+                "B2": ["I21=Node201", "I22=Node202", "I25=Node205"],
+            }
+        ),
+    )
 
 
 def block_with_diff_num_node_test_set() -> Graph:
     s2 = V("S2", "", *nodes("I14=Node104", "I15=Node105", "I16=Node106"))
     s3 = V("S3", "", *nodes("I21=Node201", "I22=Node202", "I25=Node205", "I26=Node206"))
-    return Graph(root(V("S1", "", s2, s3)), domains({
-        "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
-        "B2": ["I21=Node201", "I22=Node202", "I25=Node205", "I26=Node206"],
-    }))
+    return Graph(
+        root(V("S1", "", s2, s3)),
+        domains(
+            {
+                "B1": ["I14=Node104", "I15=Node105", "I16=Node106"],
+                "B2": ["I21=Node201", "I22=Node202", "I25=Node205", "I26=Node206"],
+            }
+        ),
+    )
 
 
 def short_name_test_set() -> Graph:
     l1 = V("local-block-1", "switch.1.1", Vertex("node-1-id", "node-1"))
     l2 = V("local-block-2", "switch.1.2", Vertex("node-2-id", "node-2"))
-    return Graph(root(V("hpcislandid-1", "switch.3.1", V("network-block-1", "switch.2.1", l1),
-                        V("network-block-2", "switch.2.2", l2))))
+    return Graph(
+        root(
+            V(
+                "hpcislandid-1",
+                "switch.3.1",
+                V("network-block-1", "switch.2.1", l1),
+                V("network-block-2", "switch.2.2", l2),
+            )
+        )
+    )

@@ -19,8 +19,14 @@ def node(instance: str, name: str) -> Vertex:
 def two_leaves(domains: bool = True) -> Graph:
     """One spine over leaf1 (n1, n2) and leaf2 (n3); NVLink domains nvl-a (n1, n2) and
     nvl-b (n3)."""
-    tree = switch("", switch("spine", switch("leaf2", node("i3", "n3")),
-                             switch("leaf1", node("i1", "n1"), node("i2", "n2"))))
+    tree = switch(
+        "",
+        switch(
+            "spine",
+            switch("leaf2", node("i3", "n3")),
+            switch("leaf1", node("i1", "n1"), node("i2", "n2")),
+        ),
+    )
     if not domains:
         return Graph(tree)
     members = DomainMap()

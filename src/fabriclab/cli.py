@@ -34,7 +34,9 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-TraysOpt = typer.Option(None, "--trays", min=1, max=MAX_TRAYS, help="Scale the spec to this many trays.")
+TraysOpt = typer.Option(
+    None, "--trays", min=1, max=MAX_TRAYS, help="Scale the spec to this many trays."
+)
 
 
 def _cluster(spec: str, trays: int | None = None) -> Cluster:
@@ -76,8 +78,14 @@ def _now() -> float | None:
     # the years ctime() can print (up to 9999) before it is used
     s = v.strip()
     if not (s.isascii() and s.isdigit() and len(s) <= 12 and int(s) <= 253402300799):
-        raise InputError([Problem("SOURCE_DATE_EPOCH", f"not a number of seconds since 1970 "
-                                  f"(up to the year 9999): {v[:40]!r}")])
+        raise InputError(
+            [
+                Problem(
+                    "SOURCE_DATE_EPOCH",
+                    f"not a number of seconds since 1970 (up to the year 9999): {v[:40]!r}",
+                )
+            ]
+        )
     return float(s)
 
 
@@ -90,31 +98,45 @@ def presets() -> None:
     for name in preset_names():
         spec = load_spec(name)
         c = build(spec)
-        table.add_row(name, spec.description, str(len(c.trays)), str(sum(len(t.gpus) for t in c.trays)),
-                      str(sum(len(t.hcas) for t in c.trays)), str(len(c.fabric.switches())),
-                      str(len(c.tiers())))
+        table.add_row(
+            name,
+            spec.description,
+            str(len(c.trays)),
+            str(sum(len(t.gpus) for t in c.trays)),
+            str(sum(len(t.hcas) for t in c.trays)),
+            str(len(c.fabric.switches())),
+            str(len(c.tiers())),
+        )
     out.print(table)
 
 
 @app.command()
-def validate(spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
-             trays: int | None = TraysOpt) -> None:
+def validate(
+    spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
+    trays: int | None = TraysOpt,
+) -> None:
     """Check a spec; exit 0 when valid, 2 with one error line per problem."""
     c = _cluster(spec, trays)
     f = c.fabric
-    out.print(f"ok: {c.name}: {len(c.trays)} trays, {len(f.switches())} switches, "
-              f"{len(f.cas())} CAs, {f.link_count()} links")
+    out.print(
+        f"ok: {c.name}: {len(c.trays)} trays, {len(f.switches())} switches, "
+        f"{len(f.cas())} CAs, {f.link_count()} links"
+    )
 
 
 @app.command()
-def inspect(spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
-            trays: int | None = TraysOpt) -> None:
+def inspect(
+    spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
+    trays: int | None = TraysOpt,
+) -> None:
     """Summarize a cluster: trays, GPUs, HCAs, switch tiers, links, NVLink domains."""
     c = _cluster(spec, trays)
     f = c.fabric
     gpus = sum(len(t.gpus) for t in c.trays)
     hcas = sum(len(t.hcas) for t in c.trays)
-    summary = Table(title=f"{c.name}: {c.description}" if c.description else c.name, show_header=False)
+    summary = Table(
+        title=f"{c.name}: {c.description}" if c.description else c.name, show_header=False
+    )
     summary.add_column("what")
     summary.add_column("count", justify="right")
     summary.add_row("trays", str(len(c.trays)))
@@ -155,8 +177,14 @@ def inspect(spec: str = typer.Argument(..., help="A spec YAML file or a preset n
         shown = c.domains if len(c.domains) <= 20 else c.domains[:20]
         for d in shown:
             parts = ", ".join(f"{pid} ({len(g)} GPUs)" for pid, g in d.partitions.items()) or "-"
-            dom.add_row(d.name, d.cluster_uuid, str(len(d.trays)), str(d.gpu_count),
-                        str(d.clique) if d.default_partition else "0", parts)
+            dom.add_row(
+                d.name,
+                d.cluster_uuid,
+                str(len(d.trays)),
+                str(d.gpu_count),
+                str(d.clique) if d.default_partition else "0",
+                parts,
+            )
         if len(c.domains) > 20:
             dom.add_row(f"… {len(c.domains) - 20} more", "", "", "", "", "")
         out.print(dom)
@@ -173,13 +201,22 @@ class RenderFormat(str, Enum):
 def render(
     spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
     format: RenderFormat = typer.Argument(..., help="Which tool's output to produce."),
-    from_: str | None = typer.Option(None, "--from", help="Run as if on this tray "
-                                        "(HOST, HOST:HCA[:PORT]) or CA; default: the first tray."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
-    max_hops: bool = typer.Option(False, "-m", "--max-hops", help="ibnetdiscover -m: report hops and MADs."),
+    from_: str | None = typer.Option(
+        None,
+        "--from",
+        help="Run as if on this tray (HOST, HOST:HCA[:PORT]) or CA; default: the first tray.",
+    ),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write here instead of stdout."
+    ),
+    max_hops: bool = typer.Option(
+        False, "-m", "--max-hops", help="ibnetdiscover -m: report hops and MADs."
+    ),
     trays: int | None = TraysOpt,
     tool_args: list[str] | None = typer.Argument(
-        None, help="After --: the tool's own arguments (nvidia-smi: --query-gpu=… --format=csv[,noheader], or -q)."),
+        None,
+        help="After --: the tool's own arguments (nvidia-smi: --query-gpu=… --format=csv[,noheader], or -q).",
+    ),
 ) -> None:
     """Print what a real tool would print for this fabric."""
     c = _cluster(spec, trays)
@@ -192,7 +229,11 @@ def render(
         if tray is None:
             raise InputError([Problem("--from", f"no tray {host!r} in this cluster")])
         args = tool_args or nvidia_smi.TOPOGRAPH_QUERY.split()
-        text = nvidia_smi.render_q_fabric(tray) if args == ["-q"] else nvidia_smi.render_query(tray, args)
+        text = (
+            nvidia_smi.render_q_fabric(tray)
+            if args == ["-q"]
+            else nvidia_smi.render_query(tray, args)
+        )
         _write(text, output)
         return
     port, problem = c.locate(from_)
@@ -218,17 +259,35 @@ class Engine(str, Enum):
 def topology(
     spec: str | None = typer.Argument(None, help="A spec or preset (or use --ibnetdiscover)."),
     engine: Engine = typer.Option(Engine.slurm_tree, "--engine", "-e", help="What to produce."),
-    ib_files: list[Path] | None = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output of a real cluster (repeatable)."),
-    smi_file: Path | None = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers: 'host: <uuid>, <clique>'."),
-    nodes: str | None = typer.Option(None, "--nodes", help="The scheduler's nodes: a file or a hostlist."),
-    compat: str | None = typer.Option(None, "--compat", help="'topograph': byte-identical to topograph, quirks included."),
-    names: bool = typer.Option(False, "--names", help="Switch names (LAB-IBLEAF-01) instead of ids."),
-    block_sizes: str | None = typer.Option(None, "--block-sizes", help="slurm-block: e.g. 18,36,72 (default: inferred)."),
-    block_name: str | None = typer.Option(None, "--block-name", help="slurm-block: REGEXP=FORMAT, e.g. '^gb-r([0-9]+)=rack${1}'."),
-    topologies: Path | None = typer.Option(None, "--topologies", help="slurm-yaml: YAML of named topologies."),
+    ib_files: list[Path] | None = typer.Option(
+        None, "--ibnetdiscover", help="ibnetdiscover output of a real cluster (repeatable)."
+    ),
+    smi_file: Path | None = typer.Option(
+        None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers: 'host: <uuid>, <clique>'."
+    ),
+    nodes: str | None = typer.Option(
+        None, "--nodes", help="The scheduler's nodes: a file or a hostlist."
+    ),
+    compat: str | None = typer.Option(
+        None, "--compat", help="'topograph': byte-identical to topograph, quirks included."
+    ),
+    names: bool = typer.Option(
+        False, "--names", help="Switch names (LAB-IBLEAF-01) instead of ids."
+    ),
+    block_sizes: str | None = typer.Option(
+        None, "--block-sizes", help="slurm-block: e.g. 18,36,72 (default: inferred)."
+    ),
+    block_name: str | None = typer.Option(
+        None, "--block-name", help="slurm-block: REGEXP=FORMAT, e.g. '^gb-r([0-9]+)=rack${1}'."
+    ),
+    topologies: Path | None = typer.Option(
+        None, "--topologies", help="slurm-yaml: YAML of named topologies."
+    ),
     skeleton: bool = typer.Option(False, "--skeleton", help="Slurm output without node lists."),
     label_format: str = typer.Option("json", "--format", help="k8s-labels: json or script."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write here instead of stdout."
+    ),
     trays: int | None = TraysOpt,
 ) -> None:
     """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec or a real
@@ -237,10 +296,21 @@ def topology(
     from .topology.command import topology_command
 
     text, report = topology_command(
-        spec=spec, engine=engine.value, ib_files=[str(p) for p in ib_files or []],
-        smi_file=str(smi_file) if smi_file else None, nodes=nodes, compat=compat, names=names,
-        block_sizes=block_sizes, block_name=block_name, topologies=str(topologies) if topologies else None,
-        skeleton=skeleton, label_format=label_format, trays=trays, cluster_loader=_cluster)
+        spec=spec,
+        engine=engine.value,
+        ib_files=[str(p) for p in ib_files or []],
+        smi_file=str(smi_file) if smi_file else None,
+        nodes=nodes,
+        compat=compat,
+        names=names,
+        block_sizes=block_sizes,
+        block_name=block_name,
+        topologies=str(topologies) if topologies else None,
+        skeleton=skeleton,
+        label_format=label_format,
+        trays=trays,
+        cluster_loader=_cluster,
+    )
     _warn(report.problems)
     _write(text, output)
     if report.left_out:
@@ -249,20 +319,40 @@ def topology(
 
 @app.command("serve-topology")
 def serve_topology(
-    spec: str | None = typer.Argument(None, help="A spec or preset to answer for (or --ibnetdiscover)."),
-    ib_files: list[Path] | None = typer.Option(None, "--ibnetdiscover", help="ibnetdiscover output (repeatable)."),
-    smi_file: Path | None = typer.Option(None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers."),
-    compat: str | None = typer.Option(None, "--compat", help="'topograph': answer exactly as topograph."),
+    spec: str | None = typer.Argument(
+        None, help="A spec or preset to answer for (or --ibnetdiscover)."
+    ),
+    ib_files: list[Path] | None = typer.Option(
+        None, "--ibnetdiscover", help="ibnetdiscover output (repeatable)."
+    ),
+    smi_file: Path | None = typer.Option(
+        None, "--nvidia-smi", help="pdsh-prefixed nvidia-smi answers."
+    ),
+    compat: str | None = typer.Option(
+        None, "--compat", help="'topograph': answer exactly as topograph."
+    ),
     names: bool = typer.Option(False, "--names", help="Switch names instead of ids."),
-    models_dir: Path | None = typer.Option(None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; any but a loopback "
-                             "address needs a token."),
+    models_dir: Path | None = typer.Option(
+        None, "--models-dir", help="topograph simulation models, for the test and *-sim providers."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="Address to listen on; any but a loopback address needs a token.",
+    ),
     port: int = typer.Option(49021, "--port", min=1, max=65535),
-    token: str | None = typer.Option(None, "--token", envvar="FABRICLAB_TOPOLOGY_TOKEN",
-                                        show_envvar=True, help="Clients must send 'Authorization: Bearer "
-                                        "TOKEN' (prefer the environment variable: a command line is "
-                                        "visible to every local user)."),
-    delay: float = typer.Option(2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="FABRICLAB_TOPOLOGY_TOKEN",
+        show_envvar=True,
+        help="Clients must send 'Authorization: Bearer "
+        "TOKEN' (prefer the environment variable: a command line is "
+        "visible to every local user).",
+    ),
+    delay: float = typer.Option(
+        2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."
+    ),
     trays: int | None = TraysOpt,
 ) -> None:
     """Serve topograph's HTTP API (/v1/generate, /v1/topology, /v1/lookup, /healthz)."""
@@ -273,60 +363,107 @@ def serve_topology(
         raise InputError([Problem("--compat", "the one compatibility mode is 'topograph'")])
     token = token or None
     if token is None and not server.is_loopback(host):
-        raise InputError([Problem("--host", f"{host} is not a loopback address: the API would be open to "
-                                  "the network; give a token (FABRICLAB_TOPOLOGY_TOKEN or --token)")])
+        raise InputError(
+            [
+                Problem(
+                    "--host",
+                    f"{host} is not a loopback address: the API would be open to "
+                    "the network; give a token (FABRICLAB_TOPOLOGY_TOKEN or --token)",
+                )
+            ]
+        )
     if not 0 <= delay <= 3600:
         raise InputError([Problem("--aggregation-delay", "must be 0 to 3600 seconds")])
-    inputs = given_inputs(spec, [str(p) for p in ib_files or []], str(smi_file) if smi_file else None,
-                          trays, _cluster)
+    inputs = given_inputs(
+        spec, [str(p) for p in ib_files or []], str(smi_file) if smi_file else None, trays, _cluster
+    )
     local = None
     if inputs is not None:
         _warn(inputs.report.problems)
         local = local_provider(inputs, compat=compat == "topograph", names=names)
     service = server.TopologyService(local, str(models_dir) if models_dir else None, delay)
-    err.print(f"fabriclab topology API on http://{host}:{port}"
-              + (" (clients must send the bearer token)" if token else ""), markup=False)
+    err.print(
+        f"fabriclab topology API on http://{host}:{port}"
+        + (" (clients must send the bearer token)" if token else ""),
+        markup=False,
+    )
     server.serve(service, host, port, token)
 
 
-NameOpt = typer.Option("sim", "--name", "-n", help="The fabric's name: the IBSIM_SOCKNAME "
-                       "tools use to reach it (ibsim's default is 'sim').")
+NameOpt = typer.Option(
+    "sim",
+    "--name",
+    "-n",
+    help="The fabric's name: the IBSIM_SOCKNAME tools use to reach it (ibsim's default is 'sim').",
+)
 
 
 @app.command()
 def up(
     spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
     name: str = NameOpt,
-    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; "
-                                "'fabriclab down' stops it."),
-    listen: str | None = typer.Option(None, "--listen", help="Remote mode: serve UDP on "
-                                         "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT); "
-                                         "a non-loopback HOST needs --allow."),
-    allow: str | None = typer.Option(None, "--allow", metavar="NETWORK[,…]",
-                                        help="Remote mode: the networks "
-                                        "that may attach, NETWORK[,NETWORK…] (CIDR); others "
-                                        "are ignored.  Default: loopback."),
-    allow_user: list[str] | None = typer.Option(None, "--allow-user", metavar="USER",
-                                                   help="Users (names "
-                                                   "or uids, repeatable) whose tools may "
-                                                   "attach besides your own."),
-    max_clients: int = typer.Option(DEFAULT_MAX_CLIENTS, "--max-clients", min=1,
-                                    help="At most this many tools attached at once."),
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="Run in the background; 'fabriclab down' stops it."
+    ),
+    listen: str | None = typer.Option(
+        None,
+        "--listen",
+        help="Remote mode: serve UDP on "
+        "[HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT); "
+        "a non-loopback HOST needs --allow.",
+    ),
+    allow: str | None = typer.Option(
+        None,
+        "--allow",
+        metavar="NETWORK[,…]",
+        help="Remote mode: the networks "
+        "that may attach, NETWORK[,NETWORK…] (CIDR); others "
+        "are ignored.  Default: loopback.",
+    ),
+    allow_user: list[str] | None = typer.Option(
+        None,
+        "--allow-user",
+        metavar="USER",
+        help="Users (names or uids, repeatable) whose tools may attach besides your own.",
+    ),
+    max_clients: int = typer.Option(
+        DEFAULT_MAX_CLIENTS,
+        "--max-clients",
+        min=1,
+        help="At most this many tools attached at once.",
+    ),
     sm: bool = typer.Option(False, "--sm", help="Also run the real OpenSM on the fabric."),
-    sm_at: str | None = typer.Option(None, "--sm-at", help="Where OpenSM runs (a tray, "
-                                        "HOST:HCA, CA or switch); default: the first tray."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log clients (-v), "
-                                "and every routing decision (-vv)."),
+    sm_at: str | None = typer.Option(
+        None,
+        "--sm-at",
+        help="Where OpenSM runs (a tray, HOST:HCA, CA or switch); default: the first tray.",
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
+    ),
     trays: int | None = TraysOpt,
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
     from .sim import launcher
 
-    launcher.up(launcher.UpRequest(spec=spec, name=name, trays=trays, listen=listen, allow=allow,
-                                   allow_user=allow_user or [], max_clients=max_clients, sm=sm,
-                                   sm_at=sm_at, verbose=verbose, detach=detach),
-                load=_cluster, say=_say)
+    launcher.up(
+        launcher.UpRequest(
+            spec=spec,
+            name=name,
+            trays=trays,
+            listen=listen,
+            allow=allow,
+            allow_user=allow_user or [],
+            max_clients=max_clients,
+            sm=sm,
+            sm_at=sm_at,
+            verbose=verbose,
+            detach=detach,
+        ),
+        load=_cluster,
+        say=_say,
+    )
 
 
 @app.command()
@@ -353,7 +490,9 @@ def status() -> None:
 
 @app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_(
-    node: str = typer.Argument(..., help="Where the tool runs: HOST, HOST:HCA[:PORT], a CA or switch."),
+    node: str = typer.Argument(
+        ..., help="Where the tool runs: HOST, HOST:HCA[:PORT], a CA or switch."
+    ),
     command: list[str] = typer.Argument(..., help="The tool and its arguments (after --)."),
     name: str = NameOpt,
 ) -> None:
@@ -383,31 +522,48 @@ def shims(
 
 @app.command("import")
 def import_(
-    file: Path = typer.Argument(..., help="ibnetdiscover output (default or -p) from a real fabric."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the spec YAML ('-' = stdout)."),
+    file: Path = typer.Argument(
+        ..., help="ibnetdiscover output (default or -p) from a real fabric."
+    ),
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="Where to write the spec YAML ('-' = stdout)."
+    ),
     name: str | None = typer.Option(None, "--name", help="Spec name (default: the file's stem)."),
-    gpus_per_hca: int = typer.Option(1, "--gpus-per-hca", min=0, max=64, help="GPUs to give a tray per HCA."),
+    gpus_per_hca: int = typer.Option(
+        1, "--gpus-per-hca", min=0, max=64, help="GPUs to give a tray per HCA."
+    ),
 ) -> None:
     """Turn a real ibnetdiscover dump into an explicit spec every command can use."""
     dump = ibnetdiscover.parse_file(str(file))
-    data = spec_from_fabric(dump.fabric, name or file.stem, gpus_per_hca=gpus_per_hca,
-                            description=f"imported from {file.name}", warnings=dump.warnings)
+    data = spec_from_fabric(
+        dump.fabric,
+        name or file.stem,
+        gpus_per_hca=gpus_per_hca,
+        description=f"imported from {file.name}",
+        warnings=dump.warnings,
+    )
     _warn(dump.warnings, dump.warnings_dropped)
     # libyaml's emitter when PyYAML has it: the same text, ten times faster on a large fabric
-    text = yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, width=120)
+    text = yaml.dump(
+        data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, width=120
+    )
     _write(text, output)
     f = dump.fabric
     if str(output) != "-":
-        err.print(f"wrote {output}: {len(data['trays'])} trays, {len(f.switches())} switches, "
-                  f"{len(f.cas())} CAs, {f.link_count()} links")
+        err.print(
+            f"wrote {output}: {len(data['trays'])} trays, {len(f.switches())} switches, "
+            f"{len(f.cas())} CAs, {f.link_count()} links"
+        )
     if dump.warnings:
         raise typer.Exit(1)
 
 
 def _is(e: Exception, name: str) -> bool:
     """Whether ``e`` is click's exception ``name``, from click or typer's copy of it."""
-    return any(c.__name__ == name and c.__module__.split(".")[0] in ("click", "typer")
-               for c in type(e).__mro__)
+    return any(
+        c.__name__ == name and c.__module__.split(".")[0] in ("click", "typer")
+        for c in type(e).__mro__
+    )
 
 
 def _usage_where(e) -> str:
@@ -421,7 +577,9 @@ def _usage_where(e) -> str:
 
 
 def _usage_what(e) -> str:
-    what = (getattr(e, "message", "") if getattr(e, "param", None) is not None else "") or e.format_message()
+    what = (
+        getattr(e, "message", "") if getattr(e, "param", None) is not None else ""
+    ) or e.format_message()
     what = " ".join(str(what).split())
     cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "fabriclab"
     return f"{what} (see '{cmd} --help')"
@@ -456,8 +614,10 @@ def main() -> None:
             sys.exit(e.exit_code if isinstance(getattr(e, "exit_code", None), int) else 2)
         if os.environ.get("FABRICLAB_DEBUG"):  # pragma: no cover - a bug, not a user error
             raise
-        err.print(f"error: internal: {type(e).__name__}: {e} (set FABRICLAB_DEBUG=1 for a traceback)",
-                  markup=False)
+        err.print(
+            f"error: internal: {type(e).__name__}: {e} (set FABRICLAB_DEBUG=1 for a traceback)",
+            markup=False,
+        )
         sys.exit(70)
 
 

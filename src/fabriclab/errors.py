@@ -18,9 +18,14 @@ class FabriclabError(Exception):
     """An error the CLI reports as ``error:`` lines and exit status 2, never a traceback.
     ``warnings`` are what was noticed on the way, printed first."""
 
-    def __init__(self, problems: list[Problem] | str, where: str = "",
-                 warnings: list[Problem] | None = None, warnings_dropped: int = 0,
-                 dropped: int = 0):
+    def __init__(
+        self,
+        problems: list[Problem] | str,
+        where: str = "",
+        warnings: list[Problem] | None = None,
+        warnings_dropped: int = 0,
+        dropped: int = 0,
+    ):
         if isinstance(problems, str):
             problems = [Problem(where, problems)]
         self.problems = problems

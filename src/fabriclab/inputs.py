@@ -30,7 +30,9 @@ def path_kind(arg: str, where: str | None = None, error=InputError) -> str | Non
     return "dir" if stat.S_ISDIR(st.st_mode) else "file"
 
 
-def read_bytes(path: str, max_bytes: int, what: str, error=InputError, *, prefix: str = "") -> bytes:
+def read_bytes(
+    path: str, max_bytes: int, what: str, error=InputError, *, prefix: str = ""
+) -> bytes:
     """The file's bytes, or a one-line error: unreadable, larger than ``max_bytes``
     (checked on the open file before reading, and while reading, for pipes and devices),
     or binary (a NUL byte: every input fabriclab reads is text; checked chunk by chunk,
@@ -43,44 +45,72 @@ def read_bytes(path: str, max_bytes: int, what: str, error=InputError, *, prefix
             if stat.S_ISDIR(st.st_mode):
                 raise error([Problem(path, "is a directory, not a file")])
             if st.st_size > max_bytes:
-                raise error([Problem(path, f"{_mib(st.st_size)} is too large for {what} "
-                                     f"(at most {_mib(max_bytes)})")])
+                raise error(
+                    [
+                        Problem(
+                            path,
+                            f"{_mib(st.st_size)} is too large for {what} "
+                            f"(at most {_mib(max_bytes)})",
+                        )
+                    ]
+                )
             while True:
                 chunk = f.read(1 << 20)
                 if not chunk:
                     break
                 nul = chunk.find(b"\0")
                 if nul >= 0:
-                    raise error([Problem(path, f"{prefix}a binary file (NUL byte at offset {size + nul}), "
-                                         f"not {what}")])
+                    raise error(
+                        [
+                            Problem(
+                                path,
+                                f"{prefix}a binary file (NUL byte at offset {size + nul}), "
+                                f"not {what}",
+                            )
+                        ]
+                    )
                 size += len(chunk)
                 if size > max_bytes:
-                    raise error([Problem(path, f"more than {_mib(max_bytes)}: too large for {what}")])
+                    raise error(
+                        [Problem(path, f"more than {_mib(max_bytes)}: too large for {what}")]
+                    )
                 chunks.append(chunk)
     except OSError as e:
         raise error([Problem(path, f"cannot read: {e.strerror}")]) from None
     return b"".join(chunks)
 
 
-def decode_text(data: bytes, source: str, what: str, *, strict: bool = True, error=InputError) -> str:
+def decode_text(
+    data: bytes, source: str, what: str, *, strict: bool = True, error=InputError
+) -> str:
     """Bytes as text: a NUL byte means a binary file; with ``strict`` the text must be
     UTF-8 (YAML is), otherwise undecodable bytes become U+FFFD (tools print raw bytes)."""
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise error([Problem(f"{source}:{line}", f"a binary file (NUL byte at offset {nul}), not {what}")])
+        raise error(
+            [Problem(f"{source}:{line}", f"a binary file (NUL byte at offset {nul}), not {what}")]
+        )
     if not strict:
         return data.decode("utf-8", errors="replace")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise error([Problem(f"{source}:{line}", f"not UTF-8 text (byte 0x{data[e.start]:02x} at "
-                             f"offset {e.start}); {what} is UTF-8")]) from None
+        raise error(
+            [
+                Problem(
+                    f"{source}:{line}",
+                    f"not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                    f"offset {e.start}); {what} is UTF-8",
+                )
+            ]
+        ) from None
 
 
-def read_text(path: str, max_bytes: int, what: str, *, strict: bool = True, error=InputError,
-              prefix: str = "") -> str:
+def read_text(
+    path: str, max_bytes: int, what: str, *, strict: bool = True, error=InputError, prefix: str = ""
+) -> str:
     data = read_bytes(path, max_bytes, what, error, prefix=prefix)
     return decode_text(data, path, what, strict=strict, error=error)
 

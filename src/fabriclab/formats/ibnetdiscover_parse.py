@@ -61,20 +61,28 @@ _LID = r"\d{1,6}"  # a LID (checked against the unicast range by the addressing 
 _HEX = r"[0-9a-fA-F]{1,16}"  # a GUID: 64 bits
 _ANYHEX = r"[0-9a-fA-F]{1,64}"  # as written; more than 16 digits is reported
 _NODE_RE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d{1,8})\s+"([^"]*)"\s*(.*)$')
-_SW_TAIL = re.compile(rf'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+({_LID})\s+lmc\s+(\d{{1,3}})')
+_SW_TAIL = re.compile(
+    rf'^#\s*"(.*)"\s+(enhanced|base)\s+port\s+0\s+lid\s+({_LID})\s+lmc\s+(\d{{1,3}})'
+)
 _DESC_TAIL = re.compile(r'^#\s*"(.*)"')
 _PORT_RE = re.compile(
     rf'^\[({_PORT})\](?:\[ext {_PORT}\])?((?:\([^)]*\))*)\s*"([^"]+)"\[({_PORT})\](?:\[ext {_PORT}\])?'
     rf"(?:\s*\(({_ANYHEX})\))?\s*(.*)$"
 )
 _FAST_SW_PORT = re.compile(
-    rf'^\[({_PORT})\]\t"([SHR]-[0-9a-f]{{16}})"\[({_PORT})\](?:\(({_HEX})\) )?\t\t# "(.*)" lid ({_LID}) (\S+)$')
+    rf'^\[({_PORT})\]\t"([SHR]-[0-9a-f]{{16}})"\[({_PORT})\](?:\(({_HEX})\) )?\t\t# "(.*)" lid ({_LID}) (\S+)$'
+)
 _FAST_CA_PORT = re.compile(
     rf'^\[({_PORT})\]\(({_HEX})\) \t"([SHR]-[0-9a-f]{{16}})"\[({_PORT})\](?: \(({_HEX})\) )?\t\t'
-    rf'# lid ({_LID}) lmc (\d{{1,3}}) "(.*)" lid ({_LID}) (\S+)$')
+    rf'# lid ({_LID}) lmc (\d{{1,3}}) "(.*)" lid ({_LID}) (\S+)$'
+)
 _SW_PORT_TAIL = re.compile(rf'^#\s*"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
-_CA_PORT_TAIL = re.compile(rf'^#\s*lid\s+({_LID})\s+lmc\s+(\d{{1,3}})\s+"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?')
-_IDS_RE = re.compile(rf"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x({_ANYHEX})(?:\(({_ANYHEX})\))?")
+_CA_PORT_TAIL = re.compile(
+    rf'^#\s*lid\s+({_LID})\s+lmc\s+(\d{{1,3}})\s+"(.*)"\s+lid\s+({_LID})(?:\s+(\S+))?'
+)
+_IDS_RE = re.compile(
+    rf"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*0x({_ANYHEX})(?:\(({_ANYHEX})\))?"
+)
 _FROM_RE = re.compile(rf"^#\s*Initiated from node ({_HEX}) port ({_HEX})")
 _GEN_RE = re.compile(r"^#\s*Topology file: generated on (.*)$")
 _RATE_RE = re.compile(r"^(\d{1,2}x)([A-Za-z0-9?]{1,8})$")
@@ -87,13 +95,20 @@ _PORTS_PEER = re.compile(
     rf"^-\s+(CA|SW|RT)\s+({_LID})\s+(\d{{1,8}})\s+0x({_ANYHEX})\s+\(\s*'(.{{0,{NODE_DESC_BYTES}}})'\s+-\s+"
     rf"'(.{{0,{NODE_DESC_BYTES}}})'\s*\)\s*$"
 )
-_GROUPING = re.compile(r"^(Chassis \d+|Non-Chassis Nodes|Hostname:|# (Spine|Line) Nodes|# Chassis (Switches|CAs))")
+_GROUPING = re.compile(
+    r"^(Chassis \d+|Non-Chassis Nodes|Hostname:|# (Spine|Line) Nodes|# Chassis (Switches|CAs))"
+)
 _DIRECTIVE = re.compile(r"^\w{1,64}\s*=")  # ibsim net directives: width=, speed=, …
 _ID_GUID = re.compile(r"^([SHR])-([0-9a-fA-F]{1,16})$")
 _LONG_ID_GUID = re.compile(r"^[SHR]-[0-9a-fA-F]{17,}$")
 _HEXES = re.compile(r"\(([^)]*)\)")
 _TYPE_BY_PREFIX = {"S": NodeType.SWITCH, "H": NodeType.CA, "R": NodeType.ROUTER}
-_TYPE_BY_WORD = {"Switch": NodeType.SWITCH, "Ca": NodeType.CA, "Hca": NodeType.CA, "Rt": NodeType.ROUTER}
+_TYPE_BY_WORD = {
+    "Switch": NodeType.SWITCH,
+    "Ca": NodeType.CA,
+    "Hca": NodeType.CA,
+    "Rt": NodeType.ROUTER,
+}
 _TYPE_BY_ABBR = {"SW": NodeType.SWITCH, "CA": NodeType.CA, "RT": NodeType.ROUTER}
 
 
@@ -158,8 +173,10 @@ class _Parser:
         if r is None:
             m = _ID_GUID.match(label)
             if m is None and _LONG_ID_GUID.match(label):
-                self.warn(line, f"node id {label[:40]!r} has a GUID of more than 64 bits; "
-                          "kept as a plain name")
+                self.warn(
+                    line,
+                    f"node id {label[:40]!r} has a GUID of more than 64 bits; kept as a plain name",
+                )
             t = type or (_TYPE_BY_PREFIX[m.group(1)] if m else NodeType.CA)
             r = _NodeRec(label, t)
             if m:
@@ -172,8 +189,10 @@ class _Parser:
         """A cabled port is 1-254 (port 0 is a switch's internal port, and NumPorts is
         8 bits with 255 reserved)."""
         if pnum == 0:
-            self.warn(line, f"{label}[0]: port 0 is a switch's internal port and has no cable; "
-                      "line skipped")
+            self.warn(
+                line,
+                f"{label}[0]: port 0 is a switch's internal port and has no cable; line skipped",
+            )
             return False
         if pnum > MAX_PORTS:
             self.warn(line, f"{label}[{pnum}]: InfiniBand ports are 1-{MAX_PORTS}; line skipped")
@@ -193,22 +212,31 @@ class _Parser:
         if far_of_a is None:
             far_of_b = links.get(end_b)
             if far_of_b is not None and (far_of_b[0], far_of_b[1]) != end_a:
-                self.warn(line, f"{b}[{bp}] is cabled to {far_of_b[0]}[{far_of_b[1]}] "
-                          f"(line {far_of_b[3]}) and to {a}[{ap}]; keeping the first")
+                self.warn(
+                    line,
+                    f"{b}[{bp}] is cabled to {far_of_b[0]}[{far_of_b[1]}] "
+                    f"(line {far_of_b[3]}) and to {a}[{ap}]; keeping the first",
+                )
                 return
             links[end_a] = (b, bp, rate, line)
             links[end_b] = (a, ap, rate, line)
         elif (far_of_a[0], far_of_a[1]) != end_b:
-            self.warn(line, f"{a}[{ap}] is cabled to {far_of_a[0]}[{far_of_a[1]}] "
-                      f"(line {far_of_a[3]}) and to {b}[{bp}]; keeping the first")
+            self.warn(
+                line,
+                f"{a}[{ap}] is cabled to {far_of_a[0]}[{far_of_a[1]}] "
+                f"(line {far_of_a[3]}) and to {b}[{bp}]; keeping the first",
+            )
         elif rate and not far_of_a[2]:
             links[end_a] = (b, bp, rate, far_of_a[3])
             links[end_b] = (a, ap, rate, far_of_a[3])
 
     def long_line(self, no: int, line: str) -> bool:
         if len(line) > DUMP_LINE_MAX:
-            self.warn(no, f"a line of {len(line)} characters, longer than ibnetdiscover prints "
-                      f"(at most {DUMP_LINE_MAX}); skipped")
+            self.warn(
+                no,
+                f"a line of {len(line)} characters, longer than ibnetdiscover prints "
+                f"(at most {DUMP_LINE_MAX}); skipped",
+            )
             return True
         return False
 
@@ -258,19 +286,27 @@ class _Parser:
                 continue
             self.warn(no, f"not an ibnetdiscover line: {line[:60]!r}")
         if ids:
-            self.warn(ids_line, f"{', '.join(ids)} without the node line that follows them: "
-                      "the file looks truncated")
+            self.warn(
+                ids_line,
+                f"{', '.join(ids)} without the node line that follows them: "
+                "the file looks truncated",
+            )
 
     def node_line(self, m: re.Match, ids: dict, no: int) -> _NodeRec | None:
         word, nports, label, tail = m.group(1), int(m.group(2)), m.group(3), m.group(4)
         t = _TYPE_BY_WORD[word]
         if not 1 <= nports <= MAX_PORTS:
-            self.warn(no, f"{label} has {nports} ports, but a node has 1-{MAX_PORTS} (NumPorts is "
-                      "8 bits); its port count is taken from its cables")
+            self.warn(
+                no,
+                f"{label} has {nports} ports, but a node has 1-{MAX_PORTS} (NumPorts is "
+                "8 bits); its port count is taken from its cables",
+            )
             nports = 0
         r = self.rec(label, t, no)
         if r.defined_at:
-            self.warn(no, f"node {label} appears twice (first at line {r.defined_at}); keeping the first")
+            self.warn(
+                no, f"node {label} appears twice (first at line {r.defined_at}); keeping the first"
+            )
             return r
         r.type = t
         r.defined_at = no
@@ -344,7 +380,13 @@ class _Parser:
             self.warn(no, f"not a port line: {line[:60]!r}")
             return
         pnum, lparen, rlabel, rp, rguid, tail = (
-            int(m.group(1)), m.group(2), m.group(3), int(m.group(4)), m.group(5), m.group(6))
+            int(m.group(1)),
+            m.group(2),
+            m.group(3),
+            int(m.group(4)),
+            m.group(5),
+            m.group(6),
+        )
         if not self.in_node(cur, pnum, no):
             return
         far = self.rec(rlabel, line=no)
@@ -412,7 +454,11 @@ class _Parser:
                 self.warn(no, f"not an ibnetdiscover -p line: {line[:60]!r}")
                 continue
             t, lid, pnum, pguid = m.group(1), int(m.group(2)), int(m.group(3)), _guid(m.group(4))
-            w, s, rest = rates.width_or_unknown(m.group(5)), rates.speed_or_unknown(m.group(6)), m.group(7).strip()
+            w, s, rest = (
+                rates.width_or_unknown(m.group(5)),
+                rates.speed_or_unknown(m.group(6)),
+                m.group(7).strip(),
+            )
             if pguid is None:
                 self.warn(no, f"port GUID 0x{m.group(4)[:40]} has more than 64 bits; line skipped")
                 continue
@@ -423,7 +469,9 @@ class _Parser:
                 fguid = _guid(pm.group(4))
                 fport = int(pm.group(3))
                 if fguid is None:
-                    self.warn(no, f"port GUID 0x{pm.group(4)[:40]} has more than 64 bits; line skipped")
+                    self.warn(
+                        no, f"port GUID 0x{pm.group(4)[:40]} has more than 64 bits; line skipped"
+                    )
                     continue
                 if not self.port_ok(fport, f"0x{fguid:x}", no):
                     continue
@@ -431,7 +479,11 @@ class _Parser:
                 desc = pm.group(5)
             else:
                 far = None
-                desc = rest[1:-1] if rest.startswith("'") and rest.endswith("'") and len(rest) > 1 else rest
+                desc = (
+                    rest[1:-1]
+                    if rest.startswith("'") and rest.endswith("'") and len(rest) > 1
+                    else rest
+                )
             rows.append((no, (t, lid, pnum, pguid, desc), far, (w, s)))
         ends = [r[1] for r in rows] + [r[2] for r in rows if r[2] is not None]
         bases = _ca_bases(ends)
@@ -466,26 +518,40 @@ class _Parser:
     def fabric(self) -> Fabric:
         fab = Fabric()
         nodes: dict[str, Node] = {}
-        for (x, xp) in self.links:
+        for x, xp in self.links:
             r = self.recs[x]
             if xp > r.max_port:
                 r.max_port = xp
         for label in self.order:
             r = self.recs[label]
             if not r.defined_at:
-                self.warn(0, f"node {label} ({r.desc or '?'}) is only named as the far end of a "
-                          "cable; its ports are unknown")
+                self.warn(
+                    0,
+                    f"node {label} ({r.desc or '?'}) is only named as the far end of a "
+                    "cable; its ports are unknown",
+                )
             nports = max(r.nports, r.max_port, 1)
             ident = None if _ID_GUID.match(label) else label
             guid = r.guid if r.guid is not None else 0
             desc = r.desc or ""
             if len(desc.encode()) > NODE_DESC_BYTES:
-                self.warn(r.defined_at if r.defined_at > 0 else 0,
-                          f"{label}: description {desc[:30]!r}… is longer than the {NODE_DESC_BYTES} "
-                          "bytes of a NodeDescription; cut to that")
+                self.warn(
+                    r.defined_at if r.defined_at > 0 else 0,
+                    f"{label}: description {desc[:30]!r}… is longer than the {NODE_DESC_BYTES} "
+                    "bytes of a NodeDescription; cut to that",
+                )
                 desc = desc.encode()[:NODE_DESC_BYTES].decode(errors="ignore")
-            n = Node(r.type, guid, nports, desc, vendid=r.vendid, devid=r.devid,
-                     sysimgguid=r.sysimgguid, port_guid=r.port_guid, ident=ident)
+            n = Node(
+                r.type,
+                guid,
+                nports,
+                desc,
+                vendid=r.vendid,
+                devid=r.devid,
+                sysimgguid=r.sysimgguid,
+                port_guid=r.port_guid,
+                ident=ident,
+            )
             n.lid, n.lmc, n.enhanced_port0 = r.lid, r.lmc, r.enhanced
             for pn, pg in r.port_guids.items():
                 if 0 < pn <= nports:
@@ -498,11 +564,16 @@ class _Parser:
                 p = n.ports[pn]
                 if p is not None:
                     p.width, p.speed = w, s
-            for what, value, top in (("vendor id", n.vendid, VENDID_MAX), ("device id", n.devid, DEVID_MAX)):
+            for what, value, top in (
+                ("vendor id", n.vendid, VENDID_MAX),
+                ("device id", n.devid, DEVID_MAX),
+            ):
                 if value > top:
-                    self.warn(r.defined_at if r.defined_at > 0 else 0,
-                              f"{label}: {what} 0x{value:x} is more than its {top.bit_length()} bits; "
-                              "taken as 0")
+                    self.warn(
+                        r.defined_at if r.defined_at > 0 else 0,
+                        f"{label}: {what} 0x{value:x} is more than its {top.bit_length()} bits; "
+                        "taken as 0",
+                    )
                     if what == "vendor id":
                         n.vendid = 0
                     else:
@@ -568,8 +639,11 @@ def parse(text: str, source: str = "<input>") -> Dump:
     lines = text.splitlines()
     p = _Parser(source)
     if lines and not text.endswith(("\n", "\r")) and lines[-1].strip():
-        p.warn(len(lines), f"the last line ends without a newline: the file looks truncated; "
-               f"line skipped ({lines[-1].strip()[:40]!r})")
+        p.warn(
+            len(lines),
+            f"the last line ends without a newline: the file looks truncated; "
+            f"line skipped ({lines[-1].strip()[:40]!r})",
+        )
         lines[-1] = ""
     kind = "ports" if _looks_like_ports(lines) else "topology"
     if kind == "ports":
@@ -577,11 +651,15 @@ def parse(text: str, source: str = "<input>") -> Dump:
     else:
         p.parse_topology(lines)
     if not p.recs:
-        raise InputError([Problem(source, "no nodes found: not ibnetdiscover output")],
-                         warnings=p.log.items, warnings_dropped=p.log.dropped)
+        raise InputError(
+            [Problem(source, "no nodes found: not ibnetdiscover output")],
+            warnings=p.log.items,
+            warnings_dropped=p.log.dropped,
+        )
     fab = p.fabric()
-    return Dump(fab, source, kind, p.from_guid, p.from_port_guid, p.generated, p.log.items,
-                p.log.dropped)
+    return Dump(
+        fab, source, kind, p.from_guid, p.from_port_guid, p.generated, p.log.items, p.log.dropped
+    )
 
 
 def _looks_like_ports(lines: list[str]) -> bool:
@@ -596,11 +674,11 @@ def _looks_like_ports(lines: list[str]) -> bool:
 def read_file(path: str) -> str:
     """A dump's text: size-checked before reading; a binary file is refused at once
     (ibnetdiscover prints text; any undecodable byte becomes U+FFFD)."""
-    return inputs.read_text(path, DUMP_BYTES_MAX, "ibnetdiscover output", strict=False,
-                            prefix="no nodes found: ")
+    return inputs.read_text(
+        path, DUMP_BYTES_MAX, "ibnetdiscover output", strict=False, prefix="no nodes found: "
+    )
 
 
 def parse_file(path: str) -> Dump:
     """``parse`` of a file read by ``read_file``."""
     return parse(read_file(path), path)
-

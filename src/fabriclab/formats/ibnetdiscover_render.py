@@ -51,7 +51,9 @@ def switch_block(n: Node, ports: list[Port], out: list[str]) -> None:
         if r.is_switch:
             out.append(f'[{p.num}]\t"{r.label}"[{q.num}]\t\t# "{r.desc}" lid {r.lid} {_rate(p)}\n')
         else:
-            out.append(f'[{p.num}]\t"{r.label}"[{q.num}]({q.guid:x}) \t\t# "{r.desc}" lid {q.lid} {_rate(p)}\n')
+            out.append(
+                f'[{p.num}]\t"{r.label}"[{q.num}]({q.guid:x}) \t\t# "{r.desc}" lid {q.lid} {_rate(p)}\n'
+            )
 
 
 def ca_block(n: Node, ports: list[Port], out: list[str]) -> None:
@@ -71,8 +73,14 @@ def ca_block(n: Node, ports: list[Port], out: list[str]) -> None:
         )
 
 
-def render(fabric: Fabric, start: Port, *, now: float | None = None, report_max_hops: bool = False,
-           found: Scan | None = None) -> str:
+def render(
+    fabric: Fabric,
+    start: Port,
+    *,
+    now: float | None = None,
+    report_max_hops: bool = False,
+    found: Scan | None = None,
+) -> str:
     """``ibnetdiscover`` run on the host that owns ``start`` (default output)."""
     s = found or scan(fabric, start)
     out = [header(start, now, mads=(s.max_hops, s.total_mads) if report_max_hops else None)]
@@ -98,12 +106,16 @@ def render_ports(fabric: Fabric, start: Port, *, found: Scan | None = None) -> s
     for n in s.nodes:
         t = _TYPE[n.type]
         for p in reversed(s.ports(n)):
-            line = f"{t:>2} {p.base_lid:5d} {p.num:2d} 0x{p.guid:016x} {p.width.token} {p.speed.token}"
+            line = (
+                f"{t:>2} {p.base_lid:5d} {p.num:2d} 0x{p.guid:016x} {p.width.token} {p.speed.token}"
+            )
             q = p.peer
             if q is not None:
                 r = q.node
-                line += (f" - {_TYPE[r.type]:>2} {q.base_lid:5d} {q.num:2d} 0x{q.guid:016x}"
-                         f" ( '{n.desc}' - '{r.desc}' )\n")
+                line += (
+                    f" - {_TYPE[r.type]:>2} {q.base_lid:5d} {q.num:2d} 0x{q.guid:016x}"
+                    f" ( '{n.desc}' - '{r.desc}' )\n"
+                )
             else:
                 line += f"{'':36s}'{n.desc}'\n"
             out.append(line)

@@ -55,8 +55,14 @@ class Limits:
 
     def args(self) -> list[str]:
         """ibsim flags that make room for this fabric (never below ibsim's defaults)."""
-        return ["-N", str(max(self.nodes, 2048)), "-S", str(max(self.switches, 256)),
-                "-P", str(max(self.ports, 13312))]
+        return [
+            "-N",
+            str(max(self.nodes, 2048)),
+            "-S",
+            str(max(self.switches, 256)),
+            "-P",
+            str(max(self.ports, 13312)),
+        ]
 
 
 def limits(fabric: Fabric) -> Limits:

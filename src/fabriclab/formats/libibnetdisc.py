@@ -32,6 +32,7 @@ from ..model.fabric import Fabric, Node, Port
 
 _NODE_INFO, _PORT_INFO, _PORT0_INFO, _OTHER, _EXT_PORT_INFO = 0, 1, 2, 3, 4
 
+
 @dataclass
 class Scan:
     """What one scan found: nodes in creation order, the CA ports reached, and ``-m``'s
@@ -82,8 +83,13 @@ def scan(fabric: Fabric, start: Port) -> Scan:
             port = node.ports[num]
             if port is None or not port.up:
                 continue
-            if (kind == _PORT_INFO and port.speed.speed == 4 and not port.speed.ext
-                    and not port.speed.ext2 and mlnx_ext_port_info_supported(node.vendid, node.devid)):
+            if (
+                kind == _PORT_INFO
+                and port.speed.speed == 4
+                and not port.speed.ext
+                and not port.speed.ext2
+                and mlnx_ext_port_info_supported(node.vendid, node.devid)
+            ):
                 append((_EXT_PORT_INFO, node, num, hops))
                 continue
             if node.is_switch:

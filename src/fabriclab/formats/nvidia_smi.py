@@ -55,15 +55,23 @@ def render_query(tray: Tray, args: list[str]) -> str:
         else:
             raise InputError([Problem("nvidia-smi", f"unsupported argument {a!r}")])
     if query is None or fmt is None:
-        raise InputError([Problem("nvidia-smi", "give --query-gpu=FIELDS and --format=csv[,noheader]")])
+        raise InputError(
+            [Problem("nvidia-smi", "give --query-gpu=FIELDS and --format=csv[,noheader]")]
+        )
     opts = fmt.split(",")
     if opts[0] != "csv" or any(o not in ("noheader", "nounits") for o in opts[1:]):
         raise InputError([Problem("nvidia-smi", f"unsupported --format={fmt}")])
     fields = [f.strip() for f in query.split(",")]
     unknown = [f for f in fields if f not in FIELDS]
     if unknown:
-        raise InputError([Problem("nvidia-smi", f"field {unknown[0]!r} is not modelled "
-                                  f"(known: {', '.join(FIELDS)})")])
+        raise InputError(
+            [
+                Problem(
+                    "nvidia-smi",
+                    f"field {unknown[0]!r} is not modelled (known: {', '.join(FIELDS)})",
+                )
+            ]
+        )
     lines = [] if "noheader" in opts else [", ".join(fields)]
     for g in tray.gpus:
         lines.append(", ".join(FIELDS[f](g) for f in fields))
@@ -138,15 +146,21 @@ def parse_pdsh(text: str, source: str) -> SmiAnswers:
         host, rest = m.group(1), m.group(2).strip()
         fields = [f.strip() for f in rest.split(",")]
         if len(fields) != 2:
-            log.add(f"{source}:{no}", f"{host[:64]}: expected '<uuid>, <clique>', got {rest[:60]!r}")
+            log.add(
+                f"{source}:{no}", f"{host[:64]}: expected '<uuid>, <clique>', got {rest[:60]!r}"
+            )
             continue
         gpus = ans.hosts.get(host)
         if gpus is None:
             if len(ans.hosts) >= MAX_HOSTS:
-                raise InputError([Problem(f"{source}:{no}", f"answers from more than {MAX_HOSTS} hosts")])
+                raise InputError(
+                    [Problem(f"{source}:{no}", f"answers from more than {MAX_HOSTS} hosts")]
+                )
             gpus = ans.hosts[host] = []
         if len(gpus) >= GPUS_PER_HOST_MAX:
-            log.add(f"{source}:{no}", f"{host[:64]}: more than {GPUS_PER_HOST_MAX} GPUs answer; ignored")
+            log.add(
+                f"{source}:{no}", f"{host[:64]}: more than {GPUS_PER_HOST_MAX} GPUs answer; ignored"
+            )
             continue
         gpus.append(GpuAnswer(host, len(gpus), fields[0][:64], fields[1][:64], no))
     ans.raw = {h: "".join(parts) for h, parts in raw.items()}  # joined once: linear in the text
@@ -158,7 +172,9 @@ def parse_pdsh(text: str, source: str) -> SmiAnswers:
 
 def parse_pdsh_file(path: str) -> SmiAnswers:
     """``parse_pdsh`` of a file, size-checked before it is read."""
-    return parse_pdsh(inputs.read_text(path, SMI_BYTES_MAX, "nvidia-smi answers", strict=False), path)
+    return parse_pdsh(
+        inputs.read_text(path, SMI_BYTES_MAX, "nvidia-smi answers", strict=False), path
+    )
 
 
 def topograph_partition(output: str) -> str:

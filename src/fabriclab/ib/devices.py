@@ -71,16 +71,56 @@ class CaModel:
 SWITCH_MODELS: dict[str, SwitchModel] = {
     m.key: m
     for m in (
-        SwitchModel("quantum-2", MELLANOX_VENDID, 0xD2F2, 65, 64, "NDR", "4x",
-                    "MF0;{name}:MQM9701/U1", True, 65),
-        SwitchModel("quantum-2-unmanaged", MELLANOX_VENDID, 0xD2F2, 65, 64, "NDR", "4x",
-                    "Quantum-2 Mellanox Technologies", False, 65),
-        SwitchModel("quantum", MELLANOX_VENDID, 0xD2F0, 41, 40, "HDR", "4x",
-                    "MF0;{name}:MQM8700/U1", True, 41),
+        SwitchModel(
+            "quantum-2",
+            MELLANOX_VENDID,
+            0xD2F2,
+            65,
+            64,
+            "NDR",
+            "4x",
+            "MF0;{name}:MQM9701/U1",
+            True,
+            65,
+        ),
+        SwitchModel(
+            "quantum-2-unmanaged",
+            MELLANOX_VENDID,
+            0xD2F2,
+            65,
+            64,
+            "NDR",
+            "4x",
+            "Quantum-2 Mellanox Technologies",
+            False,
+            65,
+        ),
+        SwitchModel(
+            "quantum",
+            MELLANOX_VENDID,
+            0xD2F0,
+            41,
+            40,
+            "HDR",
+            "4x",
+            "MF0;{name}:MQM8700/U1",
+            True,
+            41,
+        ),
         # Quantum-3 (Quantum-X800): 144 XDR ports; the AN port number follows the
         # Quantum/Quantum-2 pattern (radix + 1) and has not been checked on hardware.
-        SwitchModel("quantum-3", MELLANOX_VENDID, 0xD2F4, 145, 144, "XDR", "4x",
-                    "MF0;{name}:Q3400/U1", True, 145),
+        SwitchModel(
+            "quantum-3",
+            MELLANOX_VENDID,
+            0xD2F4,
+            145,
+            144,
+            "XDR",
+            "4x",
+            "MF0;{name}:Q3400/U1",
+            True,
+            145,
+        ),
     )
 }
 
@@ -104,7 +144,9 @@ def switch_model(key: str) -> SwitchModel:
     try:
         return SWITCH_MODELS[key]
     except KeyError:
-        raise KeyError(f"unknown switch model {key!r} (known: {', '.join(SWITCH_MODELS)})") from None
+        raise KeyError(
+            f"unknown switch model {key!r} (known: {', '.join(SWITCH_MODELS)})"
+        ) from None
 
 
 def ca_model(key: str) -> CaModel:
@@ -120,8 +162,15 @@ def ca_model(key: str) -> CaModel:
 # The PMA's ClassPortInfo.CapabilityMask of a ConnectX (real ``perfquery -x`` header, see
 # ManagementCaps): ExtendedWidth, SamplesOnly, XmitWait and bit 14.
 _PM_CA = 0x5A00
-_SWITCH_PORT0 = (CAP_IS_NOTICE | CAP_IS_TRAP | CAP_IS_SL_MAP | CAP_IS_SYS_IMAGE_GUID
-                 | CAP_IS_EXT_SPEEDS | CAP_IS_CAP_MASK2 | CAP_IS_CAP_MASK_NOTICE)
+_SWITCH_PORT0 = (
+    CAP_IS_NOTICE
+    | CAP_IS_TRAP
+    | CAP_IS_SL_MAP
+    | CAP_IS_SYS_IMAGE_GUID
+    | CAP_IS_EXT_SPEEDS
+    | CAP_IS_CAP_MASK2
+    | CAP_IS_CAP_MASK_NOTICE
+)
 _C2_2X, _C2_HDR, _C2_NDR = CAP2_IS_LINK_WIDTH_2X, CAP2_IS_LINK_SPEED_HDR, CAP2_IS_LINK_SPEED_NDR
 _C2_EXT2, _C2_XDR = CAP2_IS_EXT_SPEEDS_2, CAP2_IS_LINK_SPEED_XDR
 
@@ -161,9 +210,17 @@ class ManagementCaps:
 
 
 def _switch_caps(cap_mask2: int, pma2: int = PM2_ADDL_PORT_COUNTERS_EXT) -> ManagementCaps:
-    return ManagementCaps(_SWITCH_PORT0, cap_mask2, partition_cap=1, guid_cap=1,
-                          pma_cap_mask=_PM_CA | PM_ALL_PORT_SELECT, pma_cap_mask2=pma2,
-                          linear_fdb_cap=49152, mcast_fdb_cap=1024, part_enforce_cap=64)
+    return ManagementCaps(
+        _SWITCH_PORT0,
+        cap_mask2,
+        partition_cap=1,
+        guid_cap=1,
+        pma_cap_mask=_PM_CA | PM_ALL_PORT_SELECT,
+        pma_cap_mask2=pma2,
+        linear_fdb_cap=49152,
+        mcast_fdb_cap=1024,
+        part_enforce_cap=64,
+    )
 
 
 # by PCI device id
@@ -174,11 +231,16 @@ MANAGEMENT_CAPS: dict[int, ManagementCaps] = {
     0x1017: ManagementCaps(0x2651E848, 0, pma_cap_mask2=0),  # ConnectX-5
     0x101B: ManagementCaps(0x2651E848, _C2_2X | _C2_HDR, pma_cap_mask2=0),  # ConnectX-6
     0x1021: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR),  # ConnectX-7
-    0x1023: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR),  # ConnectX-8
-    0xCF09: ManagementCaps(0xA751E848, _C2_2X | _C2_HDR | _C2_NDR, partition_cap=1, guid_cap=1),  # SHARP AN
+    0x1023: ManagementCaps(
+        0xA751E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR
+    ),  # ConnectX-8
+    0xCF09: ManagementCaps(
+        0xA751E848, _C2_2X | _C2_HDR | _C2_NDR, partition_cap=1, guid_cap=1
+    ),  # SHARP AN
 }
-_DEFAULT_CA = ManagementCaps(0x2651E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR,
-                             pma_cap_mask2=0)
+_DEFAULT_CA = ManagementCaps(
+    0x2651E848, _C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR, pma_cap_mask2=0
+)
 _DEFAULT_SWITCH = _switch_caps(_C2_2X | _C2_HDR | _C2_NDR | _C2_EXT2 | _C2_XDR, pma2=0)
 
 
@@ -207,7 +269,10 @@ def mlnx_ext_port_info_supported(vendid: int, devid: int) -> bool:
         return True
     if 0x1003 <= d <= 0x101B or d == 0xA2D2:
         return True
-    if v == _BULL and (d in (0x1B33, 0x1B73, 0x1B40, 0x1B41, 0x1B60, 0x1B61, 0x1B83, 0x1B93,
-                             0x1B94, 0x1BB4, 0x1BB5) or 0x1BC4 <= d <= 0x1BC6):
+    if v == _BULL and (
+        d
+        in (0x1B33, 0x1B73, 0x1B40, 0x1B41, 0x1B60, 0x1B61, 0x1B83, 0x1B93, 0x1B94, 0x1BB4, 0x1BB5)
+        or 0x1BC4 <= d <= 0x1BC6
+    ):
         return True
     return False

@@ -34,13 +34,32 @@ DEFAULT_PORT = 7070
 MAGIC = 0xDEADBEEF
 
 # enum SIM_CTL_TYPES
-CTL_ERROR, CTL_CONNECT, CTL_DISCONNECT, CTL_GET_PORT, CTL_GET_VENDOR, CTL_GET_GID, \
-    CTL_GET_GUID, CTL_GET_NODEINFO, CTL_GET_PORTINFO, CTL_SET_ISSM, CTL_GET_PKEYS = range(11)
-CTL_NAMES = {CTL_ERROR: "error", CTL_CONNECT: "connect", CTL_DISCONNECT: "disconnect",
-             CTL_GET_PORT: "get-port", CTL_GET_VENDOR: "get-vendor", CTL_GET_GID: "get-gid",
-             CTL_GET_GUID: "get-guid", CTL_GET_NODEINFO: "get-nodeinfo",
-             CTL_GET_PORTINFO: "get-portinfo", CTL_SET_ISSM: "set-issm",
-             CTL_GET_PKEYS: "get-pkeys"}
+(
+    CTL_ERROR,
+    CTL_CONNECT,
+    CTL_DISCONNECT,
+    CTL_GET_PORT,
+    CTL_GET_VENDOR,
+    CTL_GET_GID,
+    CTL_GET_GUID,
+    CTL_GET_NODEINFO,
+    CTL_GET_PORTINFO,
+    CTL_SET_ISSM,
+    CTL_GET_PKEYS,
+) = range(11)
+CTL_NAMES = {
+    CTL_ERROR: "error",
+    CTL_CONNECT: "connect",
+    CTL_DISCONNECT: "disconnect",
+    CTL_GET_PORT: "get-port",
+    CTL_GET_VENDOR: "get-vendor",
+    CTL_GET_GID: "get-gid",
+    CTL_GET_GUID: "get-guid",
+    CTL_GET_NODEINFO: "get-nodeinfo",
+    CTL_GET_PORTINFO: "get-portinfo",
+    CTL_SET_ISSM: "set-issm",
+    CTL_GET_PKEYS: "get-pkeys",
+}
 
 # What umad2sim puts in sim_request.status when a MAD went nowhere: ETIMEDOUT, so the
 # tool sees its request time out at once instead of waiting for its retries.
@@ -101,8 +120,9 @@ class RequestView:
         self._turn_mad = self.mad.turn_around
         self._clear_status = self.set_status
 
-    def turn_around(self, status: int, directed: bool, dlid: int, slid: int, dqp: int,
-                    sqp: int) -> None:
+    def turn_around(
+        self, status: int, directed: bool, dlid: int, slid: int, dqp: int, sqp: int
+    ) -> None:
         """Make the request (whose addresses were ``dlid`` ... ``sqp``) its own response
         with MAD status ``status``: the MAD turned around, the addresses swapped and the
         delivery status cleared."""
@@ -137,8 +157,13 @@ class Ctl:
 
     def encode(self) -> bytes:
         """The record's 80 bytes."""
-        return CTL.pack(MAGIC, self.clientid, self.type, self.length,
-                        self.data[:CTL_DATA].ljust(CTL_DATA, b"\0"))
+        return CTL.pack(
+            MAGIC,
+            self.clientid,
+            self.type,
+            self.length,
+            self.data[:CTL_DATA].ljust(CTL_DATA, b"\0"),
+        )
 
 
 def host_guid(guid: int) -> bytes:

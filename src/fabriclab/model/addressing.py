@@ -53,17 +53,35 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
     for n, p, lid, lmc in _lid_ends(fabric):
         where = f" of port {p.num}" if p is not None and n.nports > 1 else ""
         if not LID_MIN <= lid <= LID_MAX:
-            shown = f"LID {lid} (0x{lid:x})" if 0 <= lid.bit_length() <= 64 and lid > 0 else f"LID {lid}"
-            out.append(AddressProblem(n, p, "lid", f"{shown}{where} is not a unicast LID "
-                                      f"(0x{LID_MIN:04x}-0x{LID_MAX:04x}, IBA 4.1.3)"))
+            shown = (
+                f"LID {lid} (0x{lid:x})"
+                if 0 <= lid.bit_length() <= 64 and lid > 0
+                else f"LID {lid}"
+            )
+            out.append(
+                AddressProblem(
+                    n,
+                    p,
+                    "lid",
+                    f"{shown}{where} is not a unicast LID "
+                    f"(0x{LID_MIN:04x}-0x{LID_MAX:04x}, IBA 4.1.3)",
+                )
+            )
             continue
         if not 0 <= lmc <= LMC_MAX:
             out.append(AddressProblem(n, p, "lid", f"LMC {lmc}{where} is not 0-{LMC_MAX}"))
             continue
         top = lid + (1 << lmc) - 1
         if top > LID_MAX:
-            out.append(AddressProblem(n, p, "lid", f"LID {lid} with LMC {lmc}{where} spans LIDs "
-                                      f"{lid}-{top}, past the last unicast LID {LID_MAX} (0x{LID_MAX:x})"))
+            out.append(
+                AddressProblem(
+                    n,
+                    p,
+                    "lid",
+                    f"LID {lid} with LMC {lmc}{where} spans LIDs "
+                    f"{lid}-{top}, past the last unicast LID {LID_MAX} (0x{LID_MAX:x})",
+                )
+            )
             continue
         ranges.append((lid, top, lmc, n, p))
     ranges.sort(key=lambda r: (r[0], r[1]))
@@ -73,9 +91,12 @@ def lid_problems(fabric: Fabric) -> list[AddressProblem]:
         if last is not None and lid <= last[1]:
             other = last
             shared = lid
-            what = (f"LID {shared} is already used by {_name(other[3])}" if not other[2] and not lmc
-                    else f"{_show(lid, lmc)} overlap{'s' if not lmc else ''} {_show(other[0], other[2])} "
-                         f"of {_name(other[3])} at LID {shared}")
+            what = (
+                f"LID {shared} is already used by {_name(other[3])}"
+                if not other[2] and not lmc
+                else f"{_show(lid, lmc)} overlap{'s' if not lmc else ''} {_show(other[0], other[2])} "
+                f"of {_name(other[3])} at LID {shared}"
+            )
             out.append(AddressProblem(n, p, "lid", what))
             continue
         if last is None or top > last[1]:
@@ -95,8 +116,11 @@ def guid_problems(fabric: Fabric) -> list[AddressProblem]:
         if n.ident is None:
             ends = [(None, n.guid), (None, n.port_guid)]
         if not n.is_switch:
-            ends += [(p, p.guid) for p in n.iter_ports()
-                     if n.ident is None or p.guid != n.port_guid_for(p.num)]
+            ends += [
+                (p, p.guid)
+                for p in n.iter_ports()
+                if n.ident is None or p.guid != n.port_guid_for(p.num)
+            ]
         mine: set[int] = set()
         seen: set[int] = set()
         for p, g in ends:
@@ -106,13 +130,19 @@ def guid_problems(fabric: Fabric) -> list[AddressProblem]:
             label = "GUID" if p is None else f"port {p.num} GUID"
             if g <= 0 or g > GUID_MAX:
                 shown = f"0x{g:x}" if 0 <= g.bit_length() <= 80 else f"of {g.bit_length()} bits"
-                out.append(AddressProblem(n, p, "guid", f"{label} {shown} is not a 64-bit GUID "
-                                          f"(1-0x{GUID_MAX:x})"))
+                out.append(
+                    AddressProblem(
+                        n, p, "guid", f"{label} {shown} is not a 64-bit GUID (1-0x{GUID_MAX:x})"
+                    )
+                )
                 continue
             other = owner.get(g)
             if other is not None and other is not n:
-                out.append(AddressProblem(n, p, "guid", f"{label} 0x{g:016x} is already used by "
-                                          f"{_name(other)}"))
+                out.append(
+                    AddressProblem(
+                        n, p, "guid", f"{label} 0x{g:016x} is already used by {_name(other)}"
+                    )
+                )
                 continue
             mine.add(g)
         for g in mine:

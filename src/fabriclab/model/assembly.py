@@ -35,8 +35,11 @@ class Assembly:
         """Add a node that ``where`` in the spec describes, checking what a node can hold."""
         size = len(node.desc.encode())
         if size > NODE_DESC_BYTES:
-            raise spec_error(where, f"description {node.desc[:40]!r}… is {size} bytes; a NodeDescription "
-                             f"holds {NODE_DESC_BYTES} (IBA 14.2.5.2)")
+            raise spec_error(
+                where,
+                f"description {node.desc[:40]!r}… is {size} bytes; a NodeDescription "
+                f"holds {NODE_DESC_BYTES} (IBA 14.2.5.2)",
+            )
         if not 1 <= node.nports <= MAX_PORTS:
             raise spec_error(where, f"{node.nports} ports; a node has 1-{MAX_PORTS}")
         try:
@@ -50,7 +53,9 @@ class Assembly:
         """Cable two ports.  FDR10 is Mellanox's own rate, switched on through Mellanox
         ExtendedPortInfo: a link trains at FDR10 only when both ends speak it (the list
         libibnetdisc and opensm use), otherwise at QDR."""
-        if speed.fdr10 and not (mlnx_ext_port_info_supported(a.node.vendid, a.node.devid)
-                                and mlnx_ext_port_info_supported(b.node.vendid, b.node.devid)):
+        if speed.fdr10 and not (
+            mlnx_ext_port_info_supported(a.node.vendid, a.node.devid)
+            and mlnx_ext_port_info_supported(b.node.vendid, b.node.devid)
+        ):
             speed = rates.SPEEDS["QDR"]
         self.fabric.connect(a, b, width, speed)

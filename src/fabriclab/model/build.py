@@ -68,8 +68,11 @@ def _check_size(spec: Spec) -> int:
     if ex is not None:
         room = sum((s.ports or devices.switch_model(s.model).nports) for s in ex.switches) + ports
         if 2 * len(ex.links) > room:
-            raise spec_error("fabric.explicit.links", f"{len(ex.links)} links need {2 * len(ex.links)} "
-                             f"ports, but the switches and CAs have {room}")
+            raise spec_error(
+                "fabric.explicit.links",
+                f"{len(ex.links)} links need {2 * len(ex.links)} "
+                f"ports, but the switches and CAs have {room}",
+            )
     return ports
 
 

@@ -37,14 +37,25 @@ def _switch(assembly: Assembly, s: SwitchSpec, where: str) -> None:
     if s.name in assembly.switch_by_name or s.name in assembly.ca_by_name:
         raise spec_error(f"{where}.name", f"name {s.name!r} appears twice")
     model = devices.switch_model(s.model)
-    guid = s.guid if s.guid is not None else assembly.guids.allocate(assembly.spec.guids.switch_prefix, s.name)
-    node = Node(NodeType.SWITCH, guid, s.ports or model.nports,
-                s.desc if s.desc is not None else model.desc.format(name=s.name),
-                vendid=s.vendid if s.vendid is not None else model.vendid,
-                devid=s.devid if s.devid is not None else model.devid,
-                revision=model.revision, sysimgguid=s.sysimgguid, port_guid=s.port_guid,
-                name=s.name,
-                role="switch", tier=s.tier or 0)
+    guid = (
+        s.guid
+        if s.guid is not None
+        else assembly.guids.allocate(assembly.spec.guids.switch_prefix, s.name)
+    )
+    node = Node(
+        NodeType.SWITCH,
+        guid,
+        s.ports or model.nports,
+        s.desc if s.desc is not None else model.desc.format(name=s.name),
+        vendid=s.vendid if s.vendid is not None else model.vendid,
+        devid=s.devid if s.devid is not None else model.devid,
+        revision=model.revision,
+        sysimgguid=s.sysimgguid,
+        port_guid=s.port_guid,
+        name=s.name,
+        role="switch",
+        tier=s.tier or 0,
+    )
     node.enhanced_port0 = model.enhanced_port0 if s.enhanced_port0 is None else s.enhanced_port0
     node.lid = s.lid or 0
     node.lmc = s.lmc
@@ -55,16 +66,31 @@ def _switch(assembly: Assembly, s: SwitchSpec, where: str) -> None:
 def _ca(assembly: Assembly, c: CaSpec, where: str) -> None:
     if c.name in assembly.switch_by_name or c.name in assembly.ca_by_name:
         raise spec_error(f"{where}.name", f"name {c.name!r} appears twice")
-    guid = c.guid if c.guid is not None else assembly.guids.allocate(
-        assembly.spec.guids.ca_prefix, c.name, span=1 if c.ports == 1 else c.ports + 1)
+    guid = (
+        c.guid
+        if c.guid is not None
+        else assembly.guids.allocate(
+            assembly.spec.guids.ca_prefix, c.name, span=1 if c.ports == 1 else c.ports + 1
+        )
+    )
     node_type = NodeType.ROUTER if c.type == "router" else NodeType.CA
-    node = Node(node_type, guid, c.ports, c.desc, vendid=c.vendid, devid=c.devid,
-                sysimgguid=c.sysimgguid,
-                port_guid=c.port_guids[0] if c.port_guids else None,
-                name=c.name, role="aggregation" if c.desc == devices.AGGREGATION_NODE_DESC else "ca")
+    node = Node(
+        node_type,
+        guid,
+        c.ports,
+        c.desc,
+        vendid=c.vendid,
+        devid=c.devid,
+        sysimgguid=c.sysimgguid,
+        port_guid=c.port_guids[0] if c.port_guids else None,
+        name=c.name,
+        role="aggregation" if c.desc == devices.AGGREGATION_NODE_DESC else "ca",
+    )
     if c.port_guids:
         if len(c.port_guids) != c.ports:
-            raise spec_error(f"{where}.port_guids", f"{len(c.port_guids)} GUIDs for {c.ports} ports")
+            raise spec_error(
+                f"{where}.port_guids", f"{len(c.port_guids)} GUIDs for {c.ports} ports"
+            )
         for port, port_guid in zip(node.iter_ports(), c.port_guids, strict=False):
             port.guid = port_guid
     if c.lids:
@@ -74,8 +100,9 @@ def _ca(assembly: Assembly, c: CaSpec, where: str) -> None:
     assembly.ca_by_name[c.name] = node
 
 
-def _endpoint(assembly: Assembly, tray_by_host: dict[str, Tray], name: str, port: int,
-              where: str) -> Port:
+def _endpoint(
+    assembly: Assembly, tray_by_host: dict[str, Tray], name: str, port: int, where: str
+) -> Port:
     """The port a link names: ``SWITCH``, ``CA`` or ``HOST/HCA``, and its number."""
     node = assembly.switch_by_name.get(name) or assembly.ca_by_name.get(name)
     if node is None and "/" in name:

@@ -258,8 +258,9 @@ class Fabric:
         return None
 
     # --- comparison --------------------------------------------------------------
-    def signature(self, *, rates: bool = True, lids: bool = True,
-                  ca_port_guids: bool = True) -> tuple[frozenset, frozenset]:
+    def signature(
+        self, *, rates: bool = True, lids: bool = True, ca_port_guids: bool = True
+    ) -> tuple[frozenset, frozenset]:
         """What two fabrics must share to be the same fabric to management software:
         nodes (identity, description, device ids, port count, LIDs) and links (with
         their width and speed).  Down ports and cluster-level names are not part of it.
@@ -273,9 +274,20 @@ class Fabric:
                 if p.peer is not None and not n.is_switch
             )
             nodes.add(
-                (n.type, n.guid, n.label, n.desc, n.nports, n.vendid, n.devid, n.sysimgguid,
-                 n.port_guid if n.is_switch else None, n.enhanced_port0 if n.is_switch else None,
-                 lid, up_ports)
+                (
+                    n.type,
+                    n.guid,
+                    n.label,
+                    n.desc,
+                    n.nports,
+                    n.vendid,
+                    n.devid,
+                    n.sysimgguid,
+                    n.port_guid if n.is_switch else None,
+                    n.enhanced_port0 if n.is_switch else None,
+                    lid,
+                    up_ports,
+                )
             )
         links = set()
         for a, b in self.links():
@@ -299,4 +311,3 @@ def diff_signatures(a: Fabric, b: Fabric, limit: int = 10, **kw) -> list[str]:
         for item in sorted(y - x, key=repr)[:limit]:
             out.append(f"+ {label} only in second: {item}")
     return out
-

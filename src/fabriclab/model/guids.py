@@ -25,8 +25,13 @@ class GuidAllocator:
     def reserve(self, guid: int, owner: str, where: str = "") -> None:
         """Take a GUID the spec gives for ``owner``; SpecError at ``where`` when taken."""
         if guid in self.used:
-            raise SpecError([Problem(where or owner,
-                                     f"GUID 0x{guid:016x} is already used by {self.used[guid]}")])
+            raise SpecError(
+                [
+                    Problem(
+                        where or owner, f"GUID 0x{guid:016x} is already used by {self.used[guid]}"
+                    )
+                ]
+            )
         self.used[guid] = owner
 
     def allocate(self, prefix: int, name: str, span: int = 1, offsets: tuple[int, ...] = ()) -> int:

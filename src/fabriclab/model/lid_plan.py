@@ -20,9 +20,14 @@ def check_lid_budget(ca_ports: int, switches: int, where: str, extra_cas: int = 
     ``extra_cas``) and switches need more LIDs, one each, than a subnet has."""
     need = ca_ports + extra_cas + switches
     if need > UNICAST_LIDS:
-        parts = f"{ca_ports + extra_cas} CA ports" + (f" and {switches} switches" if switches else "")
-        raise spec_error(where, f"{parts} need {need} LIDs, one each; a subnet has {UNICAST_LIDS} "
-                         f"unicast LIDs (0x0001-0x{LID_MAX:04X}, IBA 4.1.3)")
+        parts = f"{ca_ports + extra_cas} CA ports" + (
+            f" and {switches} switches" if switches else ""
+        )
+        raise spec_error(
+            where,
+            f"{parts} need {need} LIDs, one each; a subnet has {UNICAST_LIDS} "
+            f"unicast LIDs (0x0001-0x{LID_MAX:04X}, IBA 4.1.3)",
+        )
 
 
 def default_ca_base(switch_base: int, switches: int) -> int:
@@ -43,20 +48,27 @@ def assign_lids(fabric: Fabric, plan: LidPlan, trays: list[Tray]) -> None:
                 if p.lid:
                     for lid in range(p.lid, p.lid + (1 << p.lmc)):
                         used[lid] = n.desc
-    switches = sorted((n for n in fabric.nodes if n.is_switch and not n.lid),
-                      key=lambda n: -n.tier)  # stable: top tier first, then build order
+    switches = sorted(
+        (n for n in fabric.nodes if n.is_switch and not n.lid), key=lambda n: -n.tier
+    )  # stable: top tier first, then build order
     lid = plan.switch_base
     for n in switches:
         while lid in used:
             lid += 1
         if lid > LID_MAX:
-            raise spec_error("lids.switch_base", f"from LID {plan.switch_base}, the switches run "
-                             f"past the last unicast LID {LID_MAX} (0x{LID_MAX:X})")
+            raise spec_error(
+                "lids.switch_base",
+                f"from LID {plan.switch_base}, the switches run "
+                f"past the last unicast LID {LID_MAX} (0x{LID_MAX:X})",
+            )
         n.lid = lid
         used[lid] = n.desc
         lid += 1
-    base = plan.ca_base if plan.ca_base is not None else default_ca_base(plan.switch_base,
-                                                                         len(fabric.switches()))
+    base = (
+        plan.ca_base
+        if plan.ca_base is not None
+        else default_ca_base(plan.switch_base, len(fabric.switches()))
+    )
     lid = base
     # tray HCAs in tray order, then the other CAs in build order
     order = [h for t in trays for h in t.hcas]
@@ -76,8 +88,11 @@ def assign_lids(fabric: Fabric, plan: LidPlan, trays: list[Tray]) -> None:
                 while lid in used:
                     lid += 1
             if lid > LID_MAX:
-                raise spec_error("lids", f"from LID {base}, the CA ports run past the last unicast "
-                                 f"LID {LID_MAX} (0x{LID_MAX:X})")
+                raise spec_error(
+                    "lids",
+                    f"from LID {base}, the CA ports run past the last unicast "
+                    f"LID {LID_MAX} (0x{LID_MAX:X})",
+                )
             p.lid = lid
             used[lid] = n.desc
             lid += 1

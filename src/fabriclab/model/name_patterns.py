@@ -15,6 +15,9 @@ def name_from_pattern(pattern: str, where: str, **fields) -> str:
     except (KeyError, IndexError, ValueError, TypeError, OverflowError, AttributeError) as e:
         raise spec_error(where, f"bad name pattern {pattern!r}: {e}") from None
     if len(name) > NAME_MAX:
-        raise spec_error(where, f"pattern {pattern!r} makes the {len(name)}-character name {name[:30]!r}…; "
-                         f"a name has at most {NAME_MAX}")
+        raise spec_error(
+            where,
+            f"pattern {pattern!r} makes the {len(name)}-character name {name[:30]!r}…; "
+            f"a name has at most {NAME_MAX}",
+        )
     return name

@@ -25,8 +25,13 @@ def nvlink_domains(spec: Spec, trays: list[Tray]) -> list[Domain]:
     if nv.trays_per_domain:
         for index, start in enumerate(range(0, len(trays), nv.trays_per_domain)):
             name = name_from_pattern(nv.name, "nvlink.name", n=index + 1, i=index)
-            dom = Domain(name, str(uuid.uuid5(NVLINK_UUID_NAMESPACE, f"{spec.name}/{name}")),
-                         nv.clique, True, trays[start:start + nv.trays_per_domain])
+            dom = Domain(
+                name,
+                str(uuid.uuid5(NVLINK_UUID_NAMESPACE, f"{spec.name}/{name}")),
+                nv.clique,
+                True,
+                trays[start : start + nv.trays_per_domain],
+            )
             domains.append(dom)
     owner: dict[str, str] = {}
     for di, ds in enumerate(nv.domains):
@@ -44,24 +49,33 @@ def nvlink_domains(spec: Spec, trays: list[Tray]) -> list[Domain]:
             owner[h] = ds.name
             members_in_order.append(by_host[h])
         members = {id(t) for t in members_in_order}
-        cluster_uuid = ds.cluster_uuid or str(uuid.uuid5(NVLINK_UUID_NAMESPACE, f"{spec.name}/{ds.name}"))
+        cluster_uuid = ds.cluster_uuid or str(
+            uuid.uuid5(NVLINK_UUID_NAMESPACE, f"{spec.name}/{ds.name}")
+        )
         dom = Domain(ds.name, cluster_uuid, ds.clique, ds.default_partition, members_in_order)
         domains.append(dom)
         for pi, part in enumerate(ds.partitions):
             part_where = f"{where}.partitions[{pi}]"
             if ds.default_partition and part.id == ds.clique:
-                raise spec_error(f"{part_where}.id", f"partition id {part.id} is the default "
-                                 f"partition's clique; user partitions need another id")
+                raise spec_error(
+                    f"{part_where}.id",
+                    f"partition id {part.id} is the default "
+                    f"partition's clique; user partitions need another id",
+                )
             if part.id in dom.partitions:
                 raise spec_error(f"{part_where}.id", f"partition id {part.id} appears twice")
             dom.partitions[part.id] = []
             for gpu in _partition_gpus(part.gpus, by_host, f"{part_where}.gpus"):
                 if id(gpu.tray) not in members:
-                    raise spec_error(f"{part_where}.gpus", f"{gpu.tray.host} GPU {gpu.index} is not in "
-                                     f"domain {ds.name!r}")
+                    raise spec_error(
+                        f"{part_where}.gpus",
+                        f"{gpu.tray.host} GPU {gpu.index} is not in domain {ds.name!r}",
+                    )
                 if gpu.partition is not None:
-                    raise spec_error(f"{part_where}.gpus", f"{gpu.tray.host} GPU {gpu.index} is already "
-                                     f"in partition {gpu.partition}")
+                    raise spec_error(
+                        f"{part_where}.gpus",
+                        f"{gpu.tray.host} GPU {gpu.index} is already in partition {gpu.partition}",
+                    )
                 gpu.partition = part.id
                 dom.partitions[part.id].append(gpu)
     for dom in domains:

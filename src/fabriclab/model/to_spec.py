@@ -59,19 +59,33 @@ def _tray_hca(n: Node) -> tuple[str, str] | None:
     return parts
 
 
-def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
-                     description: str = "", warnings: list[Problem] | None = None) -> dict[str, Any]:
+def spec_from_fabric(
+    fabric: Fabric,
+    name: str,
+    *,
+    gpus_per_hca: int = 1,
+    description: str = "",
+    warnings: list[Problem] | None = None,
+) -> dict[str, Any]:
     """The explicit spec of a fabric, as plain data ready for YAML.  It is always a spec
     ``validate`` accepts: what does not fit the spec's limits is said in ``warnings``
     (or is an InputError when the fabric cannot be a spec at all)."""
+
     def warn(what: str) -> None:
         if warnings is not None:
             warnings.append(Problem(name, what))
 
     lids = sum(1 if n.is_switch else n.nports for n in fabric.nodes)
     if lids > UNICAST_LIDS:
-        raise InputError([Problem(name, f"the fabric has {lids} switches and CA ports, more than the "
-                                  f"{UNICAST_LIDS} unicast LIDs one subnet has (IBA 4.1.3)")])
+        raise InputError(
+            [
+                Problem(
+                    name,
+                    f"the fabric has {lids} switches and CA ports, more than the "
+                    f"{UNICAST_LIDS} unicast LIDs one subnet has (IBA 4.1.3)",
+                )
+            ]
+        )
     trays: dict[str, list[tuple[Node, str]]] = {}  # host -> its HCAs and their names
     loose: list[Node] = []
     taken: set[tuple[str, str]] = set()
@@ -79,8 +93,12 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
         if n.is_switch:
             continue
         parts = _tray_hca(n)
-        if (parts and parts not in taken and n.ident is None
-                and len(trays.get(parts[0], ())) < HCAS_PER_TRAY_MAX):
+        if (
+            parts
+            and parts not in taken
+            and n.ident is None
+            and len(trays.get(parts[0], ())) < HCAS_PER_TRAY_MAX
+        ):
             taken.add(parts)
             trays.setdefault(parts[0], []).append((n, parts[1]))
         else:
@@ -104,16 +122,19 @@ def spec_from_fabric(fabric: Fabric, name: str, *, gpus_per_hca: int = 1,
     for host, hcas in trays.items():
         gpus = gpus_per_hca * len(hcas)
         if gpus > GPUS_PER_TRAY_MAX:
-            warn(f"tray {host}: {len(hcas)} HCAs x {gpus_per_hca} GPUs is more than a tray's "
-                 f"{GPUS_PER_TRAY_MAX}; given {GPUS_PER_TRAY_MAX}")
+            warn(
+                f"tray {host}: {len(hcas)} HCAs x {gpus_per_hca} GPUs is more than a tray's "
+                f"{GPUS_PER_TRAY_MAX}; given {GPUS_PER_TRAY_MAX}"
+            )
             gpus = GPUS_PER_TRAY_MAX
-        tray_specs.append({"hosts": host, "gpus": gpus,
-                           "hcas": [_hca(h, hca) for h, hca in hcas]})
+        tray_specs.append({"hosts": host, "gpus": gpus, "hcas": [_hca(h, hca) for h, hca in hcas]})
     cas = [_ca(n, names[id(n)]) for n in loose]
     links = []
     for a, b in fabric.links():
-        links.append(f"{names[id(a.node)]}[{a.num}] -- {names[id(b.node)]}[{b.num}] "
-                     f"{a.width.token}{a.speed.token}")
+        links.append(
+            f"{names[id(a.node)]}[{a.num}] -- {names[id(b.node)]}[{b.num}] "
+            f"{a.width.token}{a.speed.token}"
+        )
     explicit: dict[str, Any] = {"switches": switches}
     if cas:
         explicit["cas"] = cas

@@ -76,8 +76,15 @@ def parse_networks(text: str | None) -> tuple[ipaddress.IPv4Network, ...] | None
         try:
             nets.append(ipaddress.IPv4Network(item, strict=False))
         except ValueError:
-            raise InputError([Problem("--allow", f"{item!r}: want an IPv4 network such as "
-                                      "10.0.0.0/24 (the server listens on IPv4)")]) from None
+            raise InputError(
+                [
+                    Problem(
+                        "--allow",
+                        f"{item!r}: want an IPv4 network such as "
+                        "10.0.0.0/24 (the server listens on IPv4)",
+                    )
+                ]
+            ) from None
     if not nets:
         raise InputError([Problem("--allow", "name at least one network")])
     return tuple(nets)
@@ -99,10 +106,17 @@ def exposure(listen: tuple[str, int] | None, networks: Networks | None) -> Netwo
         return networks
     if ipaddress.IPv4Address(host) in LOOPBACK:
         return (LOOPBACK,)
-    raise InputError([Problem("--listen", f"{host}:{port} is not a loopback address: the "
-                              "ibsim protocol has no authentication, so name the networks "
-                              "that may attach with --allow NETWORK[,NETWORK…] "
-                              "(e.g. --allow 10.0.0.0/24)")])
+    raise InputError(
+        [
+            Problem(
+                "--listen",
+                f"{host}:{port} is not a loopback address: the "
+                "ibsim protocol has no authentication, so name the networks "
+                "that may attach with --allow NETWORK[,NETWORK…] "
+                "(e.g. --allow 10.0.0.0/24)",
+            )
+        ]
+    )
 
 
 class Addresses:

@@ -50,8 +50,16 @@ class Control:
     client without one goes; ``set_issm(client, on)`` makes a client the subnet manager
     at its port, or no longer."""
 
-    def __init__(self, transport: Transport, sim: SimFabric, stats: Stats, *, resolve=None,
-                 default_port=None, set_issm: Callable[[Client, bool], None]):
+    def __init__(
+        self,
+        transport: Transport,
+        sim: SimFabric,
+        stats: Stats,
+        *,
+        resolve=None,
+        default_port=None,
+        set_issm: Callable[[Client, bool], None],
+    ):
         self.transport = transport
         self.sim = sim
         self.stats = stats
@@ -72,38 +80,57 @@ class Control:
         if remote:
             if not self.addresses.allowed(addr[0]):
                 self.stats.outsiders += 1
-                self._warn("datagrams from outside the allowed networks",
-                           "control datagram from %s:%d dropped: not in the allowed networks "
-                           "(up --allow)", addr[0], addr[1])
+                self._warn(
+                    "datagrams from outside the allowed networks",
+                    "control datagram from %s:%d dropped: not in the allowed networks (up --allow)",
+                    addr[0],
+                    addr[1],
+                )
                 return
         elif not addr:
             self.stats.malformed += 1
-            self._warn("control records from unbound sockets",
-                       "control record from an unbound socket dropped (no address to answer)")
+            self._warn(
+                "control records from unbound sockets",
+                "control record from an unbound socket dropped (no address to answer)",
+            )
             return
         try:
             ctl = simwire.Ctl.decode(raw)
         except ValueError as e:
             self.stats.malformed += 1
-            self._warn("malformed control records", "control record from %s dropped: %s",
-                       show_address(addr), e)
+            self._warn(
+                "malformed control records",
+                "control record from %s dropped: %s",
+                show_address(addr),
+                e,
+            )
             return
         try:
             reply = self._answer(ctl, addr, creds)
         except Refused as e:
             self.stats.refused += 1
             if not e.quiet:
-                self._warn("refused control requests", "%s from %s refused: %s",
-                           simwire.CTL_NAMES.get(ctl.type, f"control type {ctl.type}"),
-                           show_address(addr), e)
+                self._warn(
+                    "refused control requests",
+                    "%s from %s refused: %s",
+                    simwire.CTL_NAMES.get(ctl.type, f"control type {ctl.type}"),
+                    show_address(addr),
+                    e,
+                )
             if remote and ctl.type == simwire.CTL_CONNECT:
                 self._remember_refusal(addr)
             reply = ctl.error()
         except Exception as e:  # a bug: answered with an error, and the server goes on
             self.stats.failed += 1
-            self._warn("failed control requests", "%s for client %d failed (answered with "
-                       "an error): %s: %s", simwire.CTL_NAMES.get(ctl.type, ctl.type), ctl.clientid,
-                       type(e).__name__, e, exc_info=True)
+            self._warn(
+                "failed control requests",
+                "%s for client %d failed (answered with an error): %s: %s",
+                simwire.CTL_NAMES.get(ctl.type, ctl.type),
+                ctl.clientid,
+                type(e).__name__,
+                e,
+                exc_info=True,
+            )
             reply = ctl.error()
         self.transport.reply(reply.encode(), addr)
 
@@ -136,10 +163,9 @@ class Control:
             num = ctl.data[0]
             p = (node.port(num) if num and num <= node.fabric_node.nports else None) or port
             # LocalPortNum names the port the client sits on (umad2sim's sysfs port dir)
-            data = PORT_INFO.pack({"LocalPort": 0 if node.is_switch else p.num},
-                                  base=p.port_info())
+            data = PORT_INFO.pack({"LocalPort": 0 if node.is_switch else p.num}, base=p.port_info())
         elif t == simwire.CTL_GET_PKEYS:
-            data = bytes(port.pkeys[:simwire.CTL_DATA])
+            data = bytes(port.pkeys[: simwire.CTL_DATA])
         elif t == simwire.CTL_SET_ISSM:
             self.set_issm(cl, int.from_bytes(ctl.data[:4], "little") != 0)
             data = ctl.data
@@ -167,7 +193,7 @@ class Control:
     def _connect(self, ctl: simwire.Ctl, addr, creds) -> simwire.Ctl:
         transport = self.transport
         clients = transport.clients
-        key, qp, issm, raw_nodeid = simwire.CLIENT_INFO.unpack(ctl.data[:simwire.CLIENT_INFO.size])
+        key, qp, issm, raw_nodeid = simwire.CLIENT_INFO.unpack(ctl.data[: simwire.CLIENT_INFO.size])
         nodeid = simwire.cstring(raw_nodeid)
         # A refused tool gives up (libumad2sim panics), so a control address that keeps
         # asking is a flood: it is not looked at again for a moment (a look at a sender
@@ -187,11 +213,11 @@ class Control:
         for c in clients.values():
             if c.key == key and c.host == host and c not in replaced:
                 if not self._gone(c, inode):
-                    raise Refused(f"client {c.id} with the same {transport.key_name} {key} is "
-                                  "still there")
+                    raise Refused(
+                        f"client {c.id} with the same {transport.key_name} {key} is still there"
+                    )
                 replaced.append(c)
-        if issm and any(c.issm and c.port is port for c in clients.values()
-                        if c not in replaced):
+        if issm and any(c.issm and c.port is port for c in clients.values() if c not in replaced):
             raise Refused(f"an SM is already attached at {port.ref()}")
         self._check_limits(sender, replaced)
         for old in replaced:
@@ -273,13 +299,19 @@ class Control:
         if total >= transport.capacity:
             quiet = "all" in self._at_limit
             self._at_limit.add("all")
-            raise Refused(f"the server holds its limit of {transport.capacity} clients; more "
-                          "are refused until one leaves", quiet)
+            raise Refused(
+                f"the server holds its limit of {transport.capacity} clients; more "
+                "are refused until one leaves",
+                quiet,
+            )
         if mine >= transport.per_sender:
             quiet = sender in self._at_limit
             self._at_limit.add(sender)
-            raise Refused(f"{_show_sender(sender)} holds its limit of {transport.per_sender} "
-                          "clients; more are refused until one leaves", quiet)
+            raise Refused(
+                f"{_show_sender(sender)} holds its limit of {transport.per_sender} "
+                "clients; more are refused until one leaves",
+                quiet,
+            )
 
     def _reclaim(self, sender: tuple | None) -> None:
         """Make room: detach clients that are gone and, in remote mode, the longest silent
@@ -294,8 +326,11 @@ class Control:
         transport.sweep()
         if not transport.remote:
             return
-        idle = [(transport.idle(c), c) for c in transport.clients.values()
-                if c.sender[0] == "host" and not c.issm and (sender is None or c.sender == sender)]
+        idle = [
+            (transport.idle(c), c)
+            for c in transport.clients.values()
+            if c.sender[0] == "host" and not c.issm and (sender is None or c.sender == sender)
+        ]
         if idle:
             secs, cl = max(idle, key=lambda x: x[0])
             if secs > self.policy.idle_after:

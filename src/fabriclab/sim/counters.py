@@ -51,8 +51,10 @@ class Counters:
     def view(self) -> dict[str, int]:
         """The PortCounters view: since its last reset, saturated at each field's width."""
         raw, base = self.raw, self.base
-        return {name: min((raw[name] - base.get(name, 0)) & _MAX64, top)
-                for name, top in _PORT_COUNTERS_MAX.items()}
+        return {
+            name: min((raw[name] - base.get(name, 0)) & _MAX64, top)
+            for name, top in _PORT_COUNTERS_MAX.items()
+        }
 
     def view_ext(self) -> dict[str, int]:
         """The PortCountersExtended view: since its last reset, 64 bits wide."""
@@ -74,8 +76,10 @@ class Counters:
 
     def details_view(self) -> dict[str, int]:
         """The error details since their last reset, saturated at their width."""
-        return {n: min((v - self.details_base.get(n, 0)) & _MAX64, _DETAILS_MAX[n])
-                for n, v in self.details.items()}
+        return {
+            n: min((v - self.details_base.get(n, 0)) & _MAX64, _DETAILS_MAX[n])
+            for n, v in self.details.items()
+        }
 
     def reset_details(self, names: tuple[str, ...], select: int) -> None:
         """Reset the detail ``names[i]`` for each CounterSelect bit i set."""

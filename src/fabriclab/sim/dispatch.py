@@ -69,16 +69,32 @@ class Dispatch:
         stats.mads += 1
         if n != REQUEST_SIZE:
             stats.malformed += 1
-            self._warn("malformed datagrams", "client %d: datagram of %d bytes dropped (want %d)",
-                       cl.id, n, REQUEST_SIZE)
+            self._warn(
+                "malformed datagrams",
+                "client %d: datagram of %d bytes dropped (want %d)",
+                cl.id,
+                n,
+                REQUEST_SIZE,
+            )
             return
         dlid, slid, dqp, sqp = self.addresses()
-        (base, mclass, resp, method, tid, attr, mod, d, hop_ptr, hops, dr_slid,
-         dr_dlid) = self.header()
+        (base, mclass, resp, method, tid, attr, mod, d, hop_ptr, hops, dr_slid, dr_dlid) = (
+            self.header()
+        )
         if self.trace:
-            log.debug("client %d: class 0x%02x method 0x%02x%s attr 0x%04x mod 0x%x dlid %d "
-                      "dqp %d tid 0x%x", cl.id, mclass, method, " (resp)" if resp else "", attr,
-                      mod, dlid, dqp, tid)
+            log.debug(
+                "client %d: class 0x%02x method 0x%02x%s attr 0x%04x mod 0x%x dlid %d "
+                "dqp %d tid 0x%x",
+                cl.id,
+                mclass,
+                method,
+                " (resp)" if resp else "",
+                attr,
+                mod,
+                dlid,
+                dqp,
+                tid,
+            )
         if base != 1:
             stats.malformed += 1
             self._warn("malformed datagrams", "client %d: MAD base version %d dropped", cl.id, base)
@@ -92,13 +108,21 @@ class Dispatch:
         if mclass == _SMI_DR:
             if d != resp or hop_ptr != 0 or hops > _MAX_HOPS:
                 stats.malformed += 1
-                self._warn("malformed datagrams",
-                           "client %d: malformed directed-route SMP (D=%d hop %d/%d) dropped",
-                           cl.id, d, hop_ptr, hops)
+                self._warn(
+                    "malformed datagrams",
+                    "client %d: malformed directed-route SMP (D=%d hop %d/%d) dropped",
+                    cl.id,
+                    d,
+                    hop_ptr,
+                    hops,
+                )
                 return
             if dr_slid != PERMISSIVE_LID or dr_dlid != PERMISSIVE_LID:
-                self._warn("unsupported MADs", "client %d: directed route with a LID-routed "
-                           "part is not supported", cl.id)
+                self._warn(
+                    "unsupported MADs",
+                    "client %d: directed route with a LID-routed part is not supported",
+                    cl.id,
+                )
                 return self.timeout(cl)
             if resp:
                 dest = dr_in(src, self.mem[self.return_path], hops)
@@ -177,8 +201,9 @@ class Dispatch:
         self.stats.forwarded += 1
         self._send(target, self.whole)
 
-    def _forward_request(self, cl: Client, dest: SimPort, mclass: int, method: int, attr: int,
-                         dqp: int) -> None:
+    def _forward_request(
+        self, cl: Client, dest: SimPort, mclass: int, method: int, attr: int, dqp: int
+    ) -> None:
         """A request no node agent implements: the subnet manager at ``dest`` gets QP0 and
         QP1 requests (SMInfo, SA queries); a client listening on another QP gets those."""
         clients = self.clients.values()
@@ -197,6 +222,12 @@ class Dispatch:
             self.stats.answered += 1
             self._send(cl, self.whole)
             return
-        log.debug("client %d: class 0x%x attribute 0x%x method 0x%x has no receiver at %s",
-                  cl.id, mclass, attr, method, dest.ref())
+        log.debug(
+            "client %d: class 0x%x attribute 0x%x method 0x%x has no receiver at %s",
+            cl.id,
+            mclass,
+            attr,
+            method,
+            dest.ref(),
+        )
         self.timeout(cl)

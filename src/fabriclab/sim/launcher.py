@@ -53,11 +53,14 @@ class UpRequest:
         """The command serving this request in the foreground (what ``--detach`` runs)."""
         argv = [*python_argv(), "up", self.spec, "--name", self.name]
         argv += ["-" + "v" * self.verbose] if self.verbose else []
-        argv += (["--listen", self.listen] if self.listen else []) + \
-            (["--trays", str(self.trays)] if self.trays else [])
+        argv += (["--listen", self.listen] if self.listen else []) + (
+            ["--trays", str(self.trays)] if self.trays else []
+        )
         argv += (["--sm"] if self.sm else []) + (["--sm-at", self.sm_at] if self.sm_at else [])
-        argv += (["--allow", self.allow] if self.allow else []) + \
-            ["--max-clients", str(self.max_clients)]
+        argv += (["--allow", self.allow] if self.allow else []) + [
+            "--max-clients",
+            str(self.max_clients),
+        ]
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
         return argv
 
@@ -68,26 +71,37 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     check_name(req.name)
     addr = parse_listen(req.listen)
     networks = admission.exposure(addr, admission.parse_networks(req.allow))
-    policy = admission.Policy(uids=admission.parse_users(req.allow_user), networks=networks,
-                              max_clients=req.max_clients)
+    policy = admission.Policy(
+        uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
+    )
     cluster = load(req.spec, req.trays)
     try:
         already = Instance.load(req.name)
-        raise InputError([Problem(req.name, f"fabric {req.name!r} is already up (pid "
-                                  f"{already.pid}, {already.spec}); 'fabriclab down --name "
-                                  f"{req.name}' first")])
+        raise InputError(
+            [
+                Problem(
+                    req.name,
+                    f"fabric {req.name!r} is already up (pid "
+                    f"{already.pid}, {already.spec}); 'fabriclab down --name "
+                    f"{req.name}' first",
+                )
+            ]
+        )
     except NotRunning:
         pass
     if req.with_sm:
         where = req.sm_at or (cluster.trays[0].host if cluster.trays else "")
         port, problem = cluster.locate(where, switches=True)
         if port is None:
-            raise InputError([Problem("--sm-at", problem or
-                                      "the fabric has no tray to run OpenSM on")])
+            raise InputError(
+                [Problem("--sm-at", problem or "the fabric has no tray to run OpenSM on")]
+            )
     log_file = state_dir(create=True) / f"{req.name}.log"
     if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
-        say(f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
-            f"any host in {','.join(map(str, networks))} can attach and drive the fabric")
+        say(
+            f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
+            f"any host in {','.join(map(str, networks))} can attach and drive the fabric"
+        )
     if req.detach:
         _up_detached(req, cluster, log_file, say)
     else:
@@ -102,30 +116,63 @@ def _up_detached(req: UpRequest, cluster: Cluster, log_file: Path, say: Say) -> 
     deadline = time.monotonic() + SM_WAIT
     while not subnet_up(inst):
         if time.monotonic() > deadline or not inst.alive():
-            raise InputError([Problem("--sm", f"OpenSM did not bring the subnet up "
-                                      f"(see {state_dir() / (req.name + '.opensm')})")])
+            raise InputError(
+                [
+                    Problem(
+                        "--sm",
+                        f"OpenSM did not bring the subnet up "
+                        f"(see {state_dir() / (req.name + '.opensm')})",
+                    )
+                ]
+            )
         time.sleep(0.1)
     say("subnet up (OpenSM)")
 
 
-def _serve(req: UpRequest, cluster: Cluster, addr: tuple[str, int] | None,
-           policy: admission.Policy, log_file: Path, say: Say) -> None:
+def _serve(
+    req: UpRequest,
+    cluster: Cluster,
+    addr: tuple[str, int] | None,
+    policy: admission.Policy,
+    log_file: Path,
+    say: Say,
+) -> None:
     """Serve in this process until a signal; the record says so meanwhile."""
-    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(req.verbose, 2)],
-                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(req.verbose, 2)],
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     name = req.name
     start, _ = cluster.locate(None)
-    srv = FabricServer(cluster.fabric, name, listen=addr, policy=policy,
-                       resolve=lambda text: cluster.locate(text, switches=True),
-                       default_port=start)
+    srv = FabricServer(
+        cluster.fabric,
+        name,
+        listen=addr,
+        policy=policy,
+        resolve=lambda text: cluster.locate(text, switches=True),
+        default_port=start,
+    )
     where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
     try:
         srv.bind()
     except OSError as e:
-        raise InputError([Problem(where, f"cannot serve: {e.strerror} (another fabriclab or "
-                                  "ibsim is using it?)")]) from None
-    inst = Instance(name, os.getpid(), req.spec, req.trays, list(addr) if addr else None,
-                    str(log_file), time.time())
+        raise InputError(
+            [
+                Problem(
+                    where, f"cannot serve: {e.strerror} (another fabriclab or ibsim is using it?)"
+                )
+            ]
+        ) from None
+    inst = Instance(
+        name,
+        os.getpid(),
+        req.spec,
+        req.trays,
+        list(addr) if addr else None,
+        str(log_file),
+        time.time(),
+    )
     inst.note_server(os.getpid())
     sm_proc = None
     if req.with_sm:
@@ -137,12 +184,15 @@ def _serve(req: UpRequest, cluster: Cluster, addr: tuple[str, int] | None,
             if not said and subnet_up(inst):
                 said.append(True)
                 say("subnet up (OpenSM)")
+
         srv.on_tick.append(watch_sm)
     inst.save()
     srv.install_signal_handlers()
     f = cluster.fabric
-    say(f"fabric {name!r} up ({where}): {cluster.name}, {len(f.switches())} switches, "
-        f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it")
+    say(
+        f"fabric {name!r} up ({where}): {cluster.name}, {len(f.switches())} switches, "
+        f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it"
+    )
     try:
         srv.serve_forever()
     finally:
@@ -155,10 +205,12 @@ def _serve(req: UpRequest, cluster: Cluster, addr: tuple[str, int] | None,
         srv.close()
         inst.path.unlink(missing_ok=True)
         st = srv.stats
-        say(f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
+        say(
+            f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
             f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed; "
             f"{st.refused} control requests refused, {st.failed} failed, "
-            f"{st.outsiders} datagrams from outside the allowed networks")
+            f"{st.outsiders} datagrams from outside the allowed networks"
+        )
 
 
 def parse_listen(text: str | None) -> tuple[str, int] | None:
@@ -171,14 +223,21 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
         if not 0 < p < 65536 - 64:
             raise ValueError
     except ValueError:
-        raise InputError([Problem("--listen", f"{text!r}: want [HOST:]PORT with a port "
-                                  "below 65472 (client i uses PORT+1+i)")]) from None
+        raise InputError(
+            [
+                Problem(
+                    "--listen",
+                    f"{text!r}: want [HOST:]PORT with a port below 65472 (client i uses PORT+1+i)",
+                )
+            ]
+        ) from None
     host = host or "127.0.0.1"
     try:
         return (socket.gethostbyname(host), p)  # the server listens on IPv4
     except (OSError, UnicodeError):
-        raise InputError([Problem("--listen", f"{host!r}: not an IPv4 address or a name "
-                                  "this host resolves")]) from None
+        raise InputError(
+            [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
+        ) from None
 
 
 def stop(name: str, timeout: float = 10.0) -> Instance:
@@ -202,14 +261,22 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     """Start ``fabriclab up …`` (``argv``) in the background; return once it is up."""
     state_dir(create=True)
     with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise InputError([Problem(name, "the fabric server exited: " +
-                                      (" / ".join(tail) or f"status {proc.returncode}"))])
+            raise InputError(
+                [
+                    Problem(
+                        name,
+                        "the fabric server exited: "
+                        + (" / ".join(tail) or f"status {proc.returncode}"),
+                    )
+                ]
+            )
         try:
             inst = Instance.load(name)
             if inst.pid == proc.pid:
@@ -218,16 +285,18 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
             pass
         time.sleep(0.05)
     proc.kill()
-    raise InputError([Problem(name, f"the fabric server did not come up in {timeout:g} s "
-                              f"(see {log})")])
+    raise InputError(
+        [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
+    )
 
 
 def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> subprocess.Popen:
     """Start the real OpenSM attached at ``where``, logging under ``log_dir``."""
     opensm = shutil.which("opensm") or "/usr/sbin/opensm"
     if not os.path.exists(opensm):
-        raise InputError([Problem("--sm", "opensm not found (scripts/install-system-deps.sh "
-                                  "installs it)")])
+        raise InputError(
+            [Problem("--sm", "opensm not found (scripts/install-system-deps.sh installs it)")]
+        )
     env = tool_env(inst, sim_host(cluster, where))
     cache = log_dir / f"{inst.name}.opensm"
     if cache.is_symlink():
@@ -240,9 +309,16 @@ def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> sub
     conf.write_text("# written by fabriclab\nforce_log_flush TRUE\n")
     argv = [opensm, "-F", str(conf), "-f", str(cache / "opensm.log"), "-e"]
     with open(cache / "opensm.stdout", "ab") as out:
-        return subprocess.Popen(argv, env=env, cwd=cache, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=out, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cache,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
 
 
 def _die_with_parent() -> None:
@@ -270,8 +346,11 @@ def status() -> list[tuple[str, str, str, str, str]]:
     OpenSM's state."""
     rows = []
     for inst in running_records():
-        reach = f"UDP {inst.listen[0]}:{inst.listen[1]}" if inst.listen else \
-            f"IBSIM_SOCKNAME={inst.name}"
+        reach = (
+            f"UDP {inst.listen[0]}:{inst.listen[1]}"
+            if inst.listen
+            else f"IBSIM_SOCKNAME={inst.name}"
+        )
         smstate = "-" if not inst.sm_pid else ("subnet up" if subnet_up(inst) else "sweeping")
         spec = inst.spec + (f" x{inst.trays}" if inst.trays else "")
         rows.append((inst.name, str(inst.pid), spec, reach, smstate))

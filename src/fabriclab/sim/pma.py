@@ -53,9 +53,17 @@ class Pma:
     def class_port_info(self, port: SimPort, method: int, mod: int, data: bytes):
         """ClassPortInfo (read-only): the PMA's capabilities."""
         caps = port.node.caps
-        cpi = _pad(CLASS_PORT_INFO.pack({
-            "BaseVersion": 1, "ClassVersion": 1, "CapabilityMask": caps.pma_cap_mask,
-            "CapabilityMask2": caps.pma_cap_mask2, "RespTimeVal": 18}))
+        cpi = _pad(
+            CLASS_PORT_INFO.pack(
+                {
+                    "BaseVersion": 1,
+                    "ClassVersion": 1,
+                    "CapabilityMask": caps.pma_cap_mask,
+                    "CapabilityMask2": caps.pma_cap_mask2,
+                    "RespTimeVal": 18,
+                }
+            )
+        )
         return (STATUS_OK if method == Method.GET else STATUS_METHOD_ATTR_UNSUPPORTED), cpi
 
     def _ports(self, port: SimPort, select: int) -> list[SimPort] | None:
@@ -81,15 +89,25 @@ class Pma:
     def _counters(self, port: SimPort, method: int, data: bytes, extended: bool):
         """PortCounters or PortCountersExtended: the same counters, two views."""
         layout = PORT_COUNTERS_EXT if extended else PORT_COUNTERS
-        req, ports = self._select(port, method, data, layout, lambda c, r: (
-            c.reset_ext if extended else c.reset)(r["CounterSelect"], r["CounterSelect2"]))
+        req, ports = self._select(
+            port,
+            method,
+            data,
+            layout,
+            lambda c, r: (c.reset_ext if extended else c.reset)(
+                r["CounterSelect"], r["CounterSelect2"]
+            ),
+        )
         if ports is None:
-            return STATUS_INVALID_FIELD, _pad(data[:layout.size])
+            return STATUS_INVALID_FIELD, _pad(data[: layout.size])
         values = summed([p.flush() for p in ports], extended=extended)
         if extended and not port.node.caps.pma_cap_mask2 & PM2_ADDL_PORT_COUNTERS_EXT:
             values = {k: v for k, v in values.items() if k in PORT_COUNTERS_EXT_BASIC}
-        values.update(PortSelect=req["PortSelect"], CounterSelect=req["CounterSelect"],
-                      CounterSelect2=req["CounterSelect2"])
+        values.update(
+            PortSelect=req["PortSelect"],
+            CounterSelect=req["CounterSelect"],
+            CounterSelect2=req["CounterSelect2"],
+        )
         return STATUS_OK, _pad(layout.pack(values))
 
     def _select(self, port: SimPort, method: int, data: bytes, layout, reset):
@@ -103,10 +121,11 @@ class Pma:
         return req, ports
 
     def _details(self, port: SimPort, method: int, data: bytes, layout, names):
-        req, ports = self._select(port, method, data, layout,
-                                  lambda c, r: c.reset_details(names, r["CounterSelect"]))
+        req, ports = self._select(
+            port, method, data, layout, lambda c, r: c.reset_details(names, r["CounterSelect"])
+        )
         if ports is None:
-            return STATUS_INVALID_FIELD, _pad(data[:layout.size])
+            return STATUS_INVALID_FIELD, _pad(data[: layout.size])
         values = dict.fromkeys(names, 0)
         for p in ports:
             view = p.flush().details_view()
@@ -123,4 +142,3 @@ class Pma:
     def xmit_discard_details(self, port: SimPort, method: int, mod: int, data: bytes):
         """PortXmitDiscardDetails."""
         return self._details(port, method, data, PORT_XMIT_DISCARD_DETAILS, XMIT_DISCARD_DETAILS)
-

@@ -104,7 +104,7 @@ def udp_sockets(raw: bytes, v6: bool = False) -> list[UdpSocket]:
         if len(parts) < 10:
             continue
         addr_hex, _, port_hex = parts[1].partition(b":")
-        words = [int(addr_hex[i:i + 8], 16) for i in range(0, len(addr_hex), 8)]
+        words = [int(addr_hex[i : i + 8], 16) for i in range(0, len(addr_hex), 8)]
         packed = b"".join(struct.pack("=I", w) for w in words)
         try:
             address = ipaddress.IPv6Address(packed) if v6 else ipaddress.IPv4Address(packed)
@@ -146,8 +146,9 @@ def process(pid: int) -> ProcessId | None:
             cmd = f.read()
     except OSError:
         return None
-    return ProcessId(pid, int(fields[19]), tuple(a.decode(errors="replace")
-                                                 for a in cmd.split(b"\0")[:-1]))
+    return ProcessId(
+        pid, int(fields[19]), tuple(a.decode(errors="replace") for a in cmd.split(b"\0")[:-1])
+    )
 
 
 def nspids(pid: int) -> list[int]:

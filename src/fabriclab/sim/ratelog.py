@@ -15,8 +15,9 @@ import time
 class RateLimitedLog:
     """A logger's warnings, a few per kind and interval (see the module)."""
 
-    def __init__(self, logger: logging.Logger, burst: int = 10, interval: float = 10.0,
-                 clock=time.monotonic):
+    def __init__(
+        self, logger: logging.Logger, burst: int = 10, interval: float = 10.0, clock=time.monotonic
+    ):
         self.log = logger
         self.burst = burst
         self.interval = interval
@@ -49,5 +50,10 @@ class RateLimitedLog:
 
     def _summary(self, kind: str, w: list) -> None:
         if w[2]:
-            self.log.warning("%d more %s suppressed (at most %d logged per %g s)", w[2], kind,
-                             self.burst, self.interval)
+            self.log.warning(
+                "%d more %s suppressed (at most %d logged per %g s)",
+                w[2],
+                kind,
+                self.burst,
+                self.interval,
+            )

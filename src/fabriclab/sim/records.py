@@ -39,8 +39,13 @@ def state_dir(create: bool = False) -> Path:
     """The state directory, checked (and with ``create``, made 0700 if missing)."""
     d = os.environ.get("FABRICLAB_STATE_DIR")
     run = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(d) if d else Path(run) / "fabriclab" if run else \
-        Path(tempfile.gettempdir()) / f"fabriclab-{os.geteuid()}"
+    path = (
+        Path(d)
+        if d
+        else Path(run) / "fabriclab"
+        if run
+        else Path(tempfile.gettempdir()) / f"fabriclab-{os.geteuid()}"
+    )
     if create:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,8 +53,9 @@ def state_dir(create: bool = False) -> Path:
         except FileExistsError:
             pass
         except OSError as e:
-            raise InputError([Problem(str(path), f"cannot create the state directory: "
-                                      f"{e.strerror}")]) from None
+            raise InputError(
+                [Problem(str(path), f"cannot create the state directory: {e.strerror}")]
+            ) from None
     _check_state_dir(path)
     return path
 
@@ -60,8 +66,9 @@ def _check_state_dir(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as e:
-        raise UnsafeState([Problem(str(path), f"cannot use the state directory: "
-                                   f"{e.strerror}")]) from None
+        raise UnsafeState(
+            [Problem(str(path), f"cannot use the state directory: {e.strerror}")]
+        ) from None
     why = None
     if stat.S_ISLNK(st.st_mode):
         why = "is a symbolic link"
@@ -72,8 +79,15 @@ def _check_state_dir(path: Path) -> None:
     elif st.st_mode & 0o022:
         why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):o}; chmod 700 it)"
     if why:
-        raise UnsafeState([Problem(str(path), f"state directory {why}: refusing to use it "
-                                   "(remove it, or set FABRICLAB_STATE_DIR)")])
+        raise UnsafeState(
+            [
+                Problem(
+                    str(path),
+                    f"state directory {why}: refusing to use it "
+                    "(remove it, or set FABRICLAB_STATE_DIR)",
+                )
+            ]
+        )
 
 
 def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
@@ -83,8 +97,9 @@ def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise UnsafeState([Problem(str(path), "is a symbolic link: refusing to use "
-                                       "it")]) from None
+            raise UnsafeState(
+                [Problem(str(path), "is a symbolic link: refusing to use it")]
+            ) from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
@@ -158,23 +173,39 @@ class Instance:
             if not isinstance(inst.pid, int) or not isinstance(inst.sm_pid, (int, type(None))):
                 raise TypeError("pids are not numbers")
         except FileNotFoundError:
-            raise NotRunning([Problem(name, f"no fabric named {name!r} is up "
-                                      f"(nothing in {state_dir()})")]) from None
+            raise NotRunning(
+                [Problem(name, f"no fabric named {name!r} is up (nothing in {state_dir()})")]
+            ) from None
         except (ValueError, TypeError) as e:
             raise NotRunning([Problem(str(p), f"unreadable state record: {e}")]) from None
         except OSError as e:
-            raise NotRunning([Problem(str(p), f"cannot read the state record: "
-                                      f"{e.strerror}")]) from None
+            raise NotRunning(
+                [Problem(str(p), f"cannot read the state record: {e.strerror}")]
+            ) from None
         state = inst.process_state()
         if state == "unknown":
-            raise NotRunning([Problem(str(p), f"the record does not say which process pid "
-                                      f"{inst.pid} was (no start time): refusing to use it; "
-                                      "stop that fabric yourself and remove the record")])
+            raise NotRunning(
+                [
+                    Problem(
+                        str(p),
+                        f"the record does not say which process pid "
+                        f"{inst.pid} was (no start time): refusing to use it; "
+                        "stop that fabric yourself and remove the record",
+                    )
+                ]
+            )
         if state != "alive":
             p.unlink(missing_ok=True)
             why = "is gone" if state == "gone" else "is now another process"
-            raise NotRunning([Problem(name, f"fabric {name!r} is not running "
-                                      f"(pid {inst.pid} {why}; stale record removed)")])
+            raise NotRunning(
+                [
+                    Problem(
+                        name,
+                        f"fabric {name!r} is not running "
+                        f"(pid {inst.pid} {why}; stale record removed)",
+                    )
+                ]
+            )
         return inst
 
 
@@ -224,8 +255,9 @@ def signal_recorded(pid: int, start: int | None, cmdline: list | None, sig: int)
 def check_name(name: str) -> None:
     """A fabric's name must be a short file name (it names its record and sockets)."""
     if not name or len(name) > 80 or any(c in name for c in "/\0 \t\n"):
-        raise InputError([Problem("--name", f"{name!r}: use a short name without '/', "
-                                  "spaces or NULs")])
+        raise InputError(
+            [Problem("--name", f"{name!r}: use a short name without '/', spaces or NULs")]
+        )
 
 
 def running() -> list[Instance]:

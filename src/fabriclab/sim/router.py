@@ -24,8 +24,12 @@ Hops = list[tuple[SimPort, SimPort]]
 def _cross(egress: SimPort, smp: bool, hops: Hops) -> SimPort | None:
     """Send a packet out of ``egress``; the port it arrives at, or None if it is lost."""
     ingress = egress.peer
-    if (ingress is None or egress.phys != _LINKUP or ingress.phys != _LINKUP
-            or (not smp and (egress.state != _ACTIVE or ingress.state != _ACTIVE))):
+    if (
+        ingress is None
+        or egress.phys != _LINKUP
+        or ingress.phys != _LINKUP
+        or (not smp and (egress.state != _ACTIVE or ingress.state != _ACTIVE))
+    ):
         egress.counters.add("PortXmitDiscards")
         return None
     egress.mad_out += 1
@@ -141,7 +145,7 @@ class Router:
 
     def dr_out(self, src: SimPort, path, hop_count: int):
         """``dr_out`` remembered; returns (dest or None, return path, hops)."""
-        key = (src, bytes(path[1:hop_count + 1]))
+        key = (src, bytes(path[1 : hop_count + 1]))
         r = self._dr.get(key)
         if r is not None:
             recount(r[2])

@@ -39,22 +39,36 @@ class FabricServer:
     (returning (port, problem)); ``default_port`` is where a client without one goes;
     ``policy`` says who may attach and how many (:mod:`.admission`)."""
 
-    def __init__(self, fabric: Fabric, name: str = simwire.DEFAULT_NAME, *,
-                 listen: tuple[str, int] | None = None, resolve=None, default_port=None,
-                 policy: Policy | None = None):
+    def __init__(
+        self,
+        fabric: Fabric,
+        name: str = simwire.DEFAULT_NAME,
+        *,
+        listen: tuple[str, int] | None = None,
+        resolve=None,
+        default_port=None,
+        policy: Policy | None = None,
+    ):
         self.name = name
         self.stats = Stats()
         self.sim = SimFabric(fabric)
         self.router = Router()
-        self.transport = Transport(name, listen, policy or Policy(), self.stats,
-                                   RateLimitedLog(log))
+        self.transport = Transport(
+            name, listen, policy or Policy(), self.stats, RateLimitedLog(log)
+        )
         self.traps = Traps(self.transport, self.router, self.stats)
         self.links = Links(self.router, self.traps)
         self.sma = Sma(events=self.links)
         self.pma = Pma()
         self.dispatch = Dispatch(self.transport, self.sma, self.pma, self.router, self.stats)
-        self.control = Control(self.transport, self.sim, self.stats, resolve=resolve,
-                               default_port=default_port, set_issm=self.traps.set_issm)
+        self.control = Control(
+            self.transport,
+            self.sim,
+            self.stats,
+            resolve=resolve,
+            default_port=default_port,
+            set_issm=self.traps.set_issm,
+        )
         transport = self.transport
         transport.on_control = self.control.handle
         transport.on_mad = self.dispatch.process

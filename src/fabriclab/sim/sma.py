@@ -92,29 +92,76 @@ def port_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Re
     return status, PORT_INFO.splice(target.port_info(), "LocalPort", port.num)
 
 
-_PORT_STATE_SET = frozenset((int(PortState.NOP), int(PortState.DOWN), int(PortState.ARMED),
-                             int(PortState.ACTIVE)))
+_PORT_STATE_SET = frozenset(
+    (int(PortState.NOP), int(PortState.DOWN), int(PortState.ARMED), int(PortState.ACTIVE))
+)
 
 
-_SETTABLE = ("Mkey", "GidPrefix", "Lid", "SMLid", "MkeyLeasePeriod", "LinkWidthEnabled",
-             "LinkState", "PhysLinkState", "LinkDownDefState", "ProtectBits", "LMC",
-             "LinkSpeedEnabled", "NeighborMTU", "SMSL", "VLHighLimit", "VLStallCount", "HoqLife",
-             "OperVLs", "ClientReregister", "McastPkeyTrapSuppressionEnabled", "SubnetTimeout",
-             "LinkSpeedExtEnabled2", "LinkSpeedExtEnabled")
+_SETTABLE = (
+    "Mkey",
+    "GidPrefix",
+    "Lid",
+    "SMLid",
+    "MkeyLeasePeriod",
+    "LinkWidthEnabled",
+    "LinkState",
+    "PhysLinkState",
+    "LinkDownDefState",
+    "ProtectBits",
+    "LMC",
+    "LinkSpeedEnabled",
+    "NeighborMTU",
+    "SMSL",
+    "VLHighLimit",
+    "VLStallCount",
+    "HoqLife",
+    "OperVLs",
+    "ClientReregister",
+    "McastPkeyTrapSuppressionEnabled",
+    "SubnetTimeout",
+    "LinkSpeedExtEnabled2",
+    "LinkSpeedExtEnabled",
+)
 _read_settable = PORT_INFO.getter(*_SETTABLE)
 
 
-_DOWN, _INIT, _ARMED, _ACTIVE = (int(PortState.DOWN), int(PortState.INIT),
-                                  int(PortState.ARMED), int(PortState.ACTIVE))
+_DOWN, _INIT, _ARMED, _ACTIVE = (
+    int(PortState.DOWN),
+    int(PortState.INIT),
+    int(PortState.ARMED),
+    int(PortState.ACTIVE),
+)
 _POLLING, _DISABLED = int(PhysState.POLLING), int(PhysState.DISABLED)
 
 
 def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
     """Apply a PortInfo Set to ``p``; all of it, or (invalid field) none of it."""
     caps = p.node.caps
-    (mkey, gid_prefix, lid, smlid, mkey_lease, width, state, phys, link_down_def, protect, lmc,
-     speed, mtu, smsl, vl_high_limit, vl_stall, hoq_life, op_vls, client_rereg, mcast_trap,
-     subnet_timeout, ext2, ext) = _read_settable(data)
+    (
+        mkey,
+        gid_prefix,
+        lid,
+        smlid,
+        mkey_lease,
+        width,
+        state,
+        phys,
+        link_down_def,
+        protect,
+        lmc,
+        speed,
+        mtu,
+        smsl,
+        vl_high_limit,
+        vl_stall,
+        hoq_life,
+        op_vls,
+        client_rereg,
+        mcast_trap,
+        subnet_timeout,
+        ext2,
+        ext,
+    ) = _read_settable(data)
     # --- validate
     if state not in _PORT_STATE_SET or phys not in (0, _POLLING, _DISABLED):
         return STATUS_INVALID_FIELD
@@ -220,8 +267,8 @@ def pkey_table(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> R
     table = target.pkeys
     if method == Method.SET:
         n = min(64, len(table) - block * 64)
-        table[block * 64:block * 64 + n] = data[:n]
-    return STATUS_OK, bytes(table[block * 64:block * 64 + 64]).ljust(64, b"\0")
+        table[block * 64 : block * 64 + n] = data[:n]
+    return STATUS_OK, bytes(table[block * 64 : block * 64 + 64]).ljust(64, b"\0")
 
 
 def sl_to_vl(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Reply:
@@ -253,7 +300,7 @@ def vl_arbitration(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) 
         return STATUS_INVALID_FIELD, _ZERO64
     entries = min(32, cap - first)
     if method == Method.SET:
-        target.vlarb[block] = bytes(data[:2 * entries]).ljust(64, b"\0")
+        target.vlarb[block] = bytes(data[: 2 * entries]).ljust(64, b"\0")
     return STATUS_OK, target.vlarb.get(block, _ZERO64)
 
 
@@ -268,7 +315,7 @@ def guid_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Re
         if mod == 0:
             guids["GUID0"] = target.guid
         entries = min(GUIDS_PER_BLOCK, target.guid_cap - mod * GUIDS_PER_BLOCK)
-        for name in _GUID_FIELDS[max(entries, 0):]:  # beyond GuidCap: no entry
+        for name in _GUID_FIELDS[max(entries, 0) :]:  # beyond GuidCap: no entry
             guids[name] = 0
         target.guids[mod] = GUID_INFO.pack(guids)
     block = target.guids.get(mod)
@@ -292,6 +339,11 @@ def mlnx_ext_port_info(sma: Sma, port: SimPort, method: int, mod: int, data: byt
         if v["LinkSpeedEnabled"]:
             target.fdr10_enabled = v["LinkSpeedEnabled"] & 1
     active = int(target.up and target.fabric_port.speed.fdr10)
-    return STATUS_OK, MLNX_EXT_PORT_INFO.pack({
-        "StateChangeEnable": target.state_change_enable, "LinkSpeedSupported": 1,
-        "LinkSpeedEnabled": target.fdr10_enabled, "LinkSpeedActive": active})
+    return STATUS_OK, MLNX_EXT_PORT_INFO.pack(
+        {
+            "StateChangeEnable": target.state_change_enable,
+            "LinkSpeedSupported": 1,
+            "LinkSpeedEnabled": target.fdr10_enabled,
+            "LinkSpeedActive": active,
+        }
+    )

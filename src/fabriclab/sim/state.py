@@ -24,14 +24,48 @@ _NDR = SPEEDS["NDR"]
 _EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
 _WIDTH_1X_4X, _WIDTH_1X_2X_4X = 0x03, 0x13
 _pack_port_info = PORT_INFO.packer(
-    "Mkey", "GidPrefix", "Lid", "SMLid", "CapMask", "MkeyLeasePeriod", "LinkWidthEnabled",
-    "LinkWidthSupported", "LinkWidthActive", "LinkSpeedSupported", "LinkState", "PhysLinkState",
-    "LinkDownDefState", "ProtectBits", "LMC", "LinkSpeedActive", "LinkSpeedEnabled",
-    "NeighborMTU", "SMSL", "VLCap", "VLHighLimit", "VLArbHighCap", "VLArbLowCap", "MtuCap",
-    "VLStallCount", "HoqLife", "OperVLs", "PartEnforceInb", "PartEnforceOutb", "GuidCap",
-    "ClientReregister", "McastPkeyTrapSuppressionEnabled", "SubnetTimeout", "RespTimeVal",
-    "LinkSpeedExtActive2", "LinkSpeedExtSupported2", "LinkSpeedExtEnabled2",
-    "CapabilityMask2", "LinkSpeedExtActive", "LinkSpeedExtSupported", "LinkSpeedExtEnabled")
+    "Mkey",
+    "GidPrefix",
+    "Lid",
+    "SMLid",
+    "CapMask",
+    "MkeyLeasePeriod",
+    "LinkWidthEnabled",
+    "LinkWidthSupported",
+    "LinkWidthActive",
+    "LinkSpeedSupported",
+    "LinkState",
+    "PhysLinkState",
+    "LinkDownDefState",
+    "ProtectBits",
+    "LMC",
+    "LinkSpeedActive",
+    "LinkSpeedEnabled",
+    "NeighborMTU",
+    "SMSL",
+    "VLCap",
+    "VLHighLimit",
+    "VLArbHighCap",
+    "VLArbLowCap",
+    "MtuCap",
+    "VLStallCount",
+    "HoqLife",
+    "OperVLs",
+    "PartEnforceInb",
+    "PartEnforceOutb",
+    "GuidCap",
+    "ClientReregister",
+    "McastPkeyTrapSuppressionEnabled",
+    "SubnetTimeout",
+    "RespTimeVal",
+    "LinkSpeedExtActive2",
+    "LinkSpeedExtSupported2",
+    "LinkSpeedExtEnabled2",
+    "CapabilityMask2",
+    "LinkSpeedExtActive",
+    "LinkSpeedExtSupported",
+    "LinkSpeedExtEnabled",
+)
 # A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
 # unit of PortXmitData/PortRcvData.
 MAD_WORDS = 72
@@ -80,25 +114,37 @@ class SimSwitch:
         end = (block + 1) * 64
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
-        self.lft[block * 64:end] = data[:64]
+        self.lft[block * 64 : end] = data[:64]
 
     def lft_block(self, block: int) -> bytes:
         """The LFT entries of a block (0xFF where never set)."""
-        chunk = bytes(self.lft[block * 64:(block + 1) * 64])
+        chunk = bytes(self.lft[block * 64 : (block + 1) * 64])
         return chunk + b"\xff" * (64 - len(chunk))
 
     def switch_info(self) -> bytes:
         """The encoded SwitchInfo."""
         c = self.caps
-        return SWITCH_INFO.pack({
-            "LinearFdbCap": c.linear_fdb_cap, "McastFdbCap": c.mcast_fdb_cap,
-            "LinearFdbTop": self.lft_top, "DefPort": self.def_port,
-            "DefMcastPrimPort": self.def_mcast_prim, "DefMcastNotPrimPort": self.def_mcast_not_prim,
-            "LifeTime": self.lifetime, "StateChange": self.state_change, "OptSLtoVLMapping": 1,
-            "LidsPerPort": 0, "PartEnforceCap": c.part_enforce_cap, "InboundPartEnf": 1,
-            "OutboundPartEnf": 1, "FilterRawInbound": 1, "FilterRawOutbound": 1,
-            "EnhancedPort0": int(self.enhanced_port0), "MulticastFDBTop": self.mft_top,
-        })
+        return SWITCH_INFO.pack(
+            {
+                "LinearFdbCap": c.linear_fdb_cap,
+                "McastFdbCap": c.mcast_fdb_cap,
+                "LinearFdbTop": self.lft_top,
+                "DefPort": self.def_port,
+                "DefMcastPrimPort": self.def_mcast_prim,
+                "DefMcastNotPrimPort": self.def_mcast_not_prim,
+                "LifeTime": self.lifetime,
+                "StateChange": self.state_change,
+                "OptSLtoVLMapping": 1,
+                "LidsPerPort": 0,
+                "PartEnforceCap": c.part_enforce_cap,
+                "InboundPartEnf": 1,
+                "OutboundPartEnf": 1,
+                "FilterRawInbound": 1,
+                "FilterRawOutbound": 1,
+                "EnhancedPort0": int(self.enhanced_port0),
+                "MulticastFDBTop": self.mft_top,
+            }
+        )
 
 
 class SimPort:
@@ -236,27 +282,48 @@ class SimPort:
         speed = m.speed if self.num else None
         switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
-            Mkey=self.mkey, GidPrefix=self.gid_prefix, Lid=self.lid, SMLid=self.smlid,
-            CapMask=self.cap_mask, MkeyLeasePeriod=self.mkey_lease,
-            LinkWidthEnabled=self.width_enabled, LinkWidthSupported=self.width_supported,
+            Mkey=self.mkey,
+            GidPrefix=self.gid_prefix,
+            Lid=self.lid,
+            SMLid=self.smlid,
+            CapMask=self.cap_mask,
+            MkeyLeasePeriod=self.mkey_lease,
+            LinkWidthEnabled=self.width_enabled,
+            LinkWidthSupported=self.width_supported,
             LinkWidthActive=m.width.value if self.num else 2,  # port 0: 4x
             LinkSpeedSupported=0x7,  # SDR, DDR, QDR
-            LinkState=self.state, PhysLinkState=self.phys, LinkDownDefState=self.link_down_def,
-            ProtectBits=self.mkey_protect, LMC=self.lmc,
-            LinkSpeedActive=speed.speed if speed else 1, LinkSpeedEnabled=self.speed_enabled,
-            NeighborMTU=self.neighbor_mtu, SMSL=self.smsl, VLCap=caps.vl_cap,
-            VLHighLimit=self.vl_high_limit, VLArbHighCap=caps.vl_arb_high_cap,
-            VLArbLowCap=caps.vl_arb_low_cap, MtuCap=caps.mtu_cap, VLStallCount=self.vl_stall,
-            HoqLife=self.hoq_life, OperVLs=self.op_vls, PartEnforceInb=switch_ext,
-            PartEnforceOutb=switch_ext, GuidCap=self.guid_cap, ClientReregister=self.client_rereg,
+            LinkState=self.state,
+            PhysLinkState=self.phys,
+            LinkDownDefState=self.link_down_def,
+            ProtectBits=self.mkey_protect,
+            LMC=self.lmc,
+            LinkSpeedActive=speed.speed if speed else 1,
+            LinkSpeedEnabled=self.speed_enabled,
+            NeighborMTU=self.neighbor_mtu,
+            SMSL=self.smsl,
+            VLCap=caps.vl_cap,
+            VLHighLimit=self.vl_high_limit,
+            VLArbHighCap=caps.vl_arb_high_cap,
+            VLArbLowCap=caps.vl_arb_low_cap,
+            MtuCap=caps.mtu_cap,
+            VLStallCount=self.vl_stall,
+            HoqLife=self.hoq_life,
+            OperVLs=self.op_vls,
+            PartEnforceInb=switch_ext,
+            PartEnforceOutb=switch_ext,
+            GuidCap=self.guid_cap,
+            ClientReregister=self.client_rereg,
             McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
-            SubnetTimeout=self.subnet_timeout, RespTimeVal=self.resp_time,
+            SubnetTimeout=self.subnet_timeout,
+            RespTimeVal=self.resp_time,
             LinkSpeedExtActive2=speed.ext2 if speed else 0,
             LinkSpeedExtSupported2=self.speed_ext2_supported,
-            LinkSpeedExtEnabled2=self.speed_ext2_enabled, CapabilityMask2=self.cap_mask2,
+            LinkSpeedExtEnabled2=self.speed_ext2_enabled,
+            CapabilityMask2=self.cap_mask2,
             LinkSpeedExtActive=speed.ext if speed else 0,
             LinkSpeedExtSupported=self.speed_ext_supported,
-            LinkSpeedExtEnabled=self.speed_ext_enabled)
+            LinkSpeedExtEnabled=self.speed_ext_enabled,
+        )
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
@@ -301,7 +368,8 @@ class SimNode:
         self.native_speed = self._native_speed(model)
         self.node_desc = model.desc.encode("utf-8", "replace")[:64].ljust(64, b"\0")
         self.ports: list[SimPort | None] = [
-            SimPort(self, p) if p is not None else None for p in model.ports]
+            SimPort(self, p) if p is not None else None for p in model.ports
+        ]
         self.sw = SimSwitch(self.caps, model.enhanced_port0) if self.is_switch else None
         self._node_info: dict[int, bytes] = {}
 
@@ -319,13 +387,22 @@ class SimNode:
         if ni is None:
             m = self.fabric_node
             port = self.ports[local_port]
-            ni = NODE_INFO.pack({
-                "BaseVers": 1, "ClassVers": 1, "NodeType": int(m.type), "NumPorts": m.nports,
-                "SystemGuid": m.sysimgguid, "Guid": m.guid,
-                "PortGuid": m.port_guid if self.is_switch or port is None else port.guid,
-                "PartCap": self.caps.partition_cap, "DevId": m.devid, "Revision": m.revision,
-                "LocalPort": local_port, "VendorId": m.vendid,
-            })
+            ni = NODE_INFO.pack(
+                {
+                    "BaseVers": 1,
+                    "ClassVers": 1,
+                    "NodeType": int(m.type),
+                    "NumPorts": m.nports,
+                    "SystemGuid": m.sysimgguid,
+                    "Guid": m.guid,
+                    "PortGuid": m.port_guid if self.is_switch or port is None else port.guid,
+                    "PartCap": self.caps.partition_cap,
+                    "DevId": m.devid,
+                    "Revision": m.revision,
+                    "LocalPort": local_port,
+                    "VendorId": m.vendid,
+                }
+            )
             self._node_info[local_port] = ni
         return ni
 

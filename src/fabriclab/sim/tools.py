@@ -29,16 +29,42 @@ from ..model.cluster import Cluster
 from . import procfs
 from .records import Instance, NotRunning
 
-UMAD2SIM_GLOBS = ("/usr/lib/*/umad2sim/libumad2sim.so", "/usr/lib64/umad2sim/libumad2sim.so",
-                  "/usr/lib/umad2sim/libumad2sim.so")
+UMAD2SIM_GLOBS = (
+    "/usr/lib/*/umad2sim/libumad2sim.so",
+    "/usr/lib64/umad2sim/libumad2sim.so",
+    "/usr/lib/umad2sim/libumad2sim.so",
+)
 SIM_HOST_MAX = 31  # sim_client_info.nodeid is char[32]
 Loader = Callable[[str, "int | None"], Cluster]  # (spec, trays) -> the cluster
 Say = Callable[[str], None]  # a line for the user (stderr)
 # The tools a tray runs, found on PATH (Debian: /usr/sbin for infiniband-diags and opensm).
-TOOLS = ("ibnetdiscover", "iblinkinfo", "ibqueryerrors", "ibstat", "ibstatus", "ibaddr",
-         "ibroute", "ibtracert", "ibswitches", "ibhosts", "ibnodes", "ibrouters",
-         "smpquery", "saquery", "sminfo", "perfquery", "ibportstate", "ibsysstat", "ibping",
-         "dump_lfts.sh", "dump_mfts.sh", "ibcacheedit", "ibccquery", "ibccconfig", "opensm")
+TOOLS = (
+    "ibnetdiscover",
+    "iblinkinfo",
+    "ibqueryerrors",
+    "ibstat",
+    "ibstatus",
+    "ibaddr",
+    "ibroute",
+    "ibtracert",
+    "ibswitches",
+    "ibhosts",
+    "ibnodes",
+    "ibrouters",
+    "smpquery",
+    "saquery",
+    "sminfo",
+    "perfquery",
+    "ibportstate",
+    "ibsysstat",
+    "ibping",
+    "dump_lfts.sh",
+    "dump_mfts.sh",
+    "ibcacheedit",
+    "ibccquery",
+    "ibccconfig",
+    "opensm",
+)
 
 
 def umad2sim_path() -> str:
@@ -50,8 +76,14 @@ def umad2sim_path() -> str:
         hits = sorted(glob.glob(pattern))
         if hits:
             return hits[0]
-    raise InputError([Problem("libumad2sim.so", "not found: install libumad2sim0 "
-                              "(scripts/install-system-deps.sh does)")])
+    raise InputError(
+        [
+            Problem(
+                "libumad2sim.so",
+                "not found: install libumad2sim0 (scripts/install-system-deps.sh does)",
+            )
+        ]
+    )
 
 
 def sim_host(cluster: Cluster, text: str) -> str:
@@ -62,8 +94,11 @@ def sim_host(cluster: Cluster, text: str) -> str:
     if len(text) <= SIM_HOST_MAX:
         return text
     label = port.node.label
-    first = port.node.ports[0] if port.node.is_switch else next(
-        (p for p in port.node.iter_ports() if p.peer is not None), None)
+    first = (
+        port.node.ports[0]
+        if port.node.is_switch
+        else next((p for p in port.node.iter_ports() if p.peer is not None), None)
+    )
     return label if port is first else f"{label}:{port.num}"
 
 
@@ -102,8 +137,9 @@ def check_serving(inst: Instance) -> None:
             for path, v6 in (("/proc/net/udp", False), ("/proc/net/udp6", True)):
                 if os.path.exists(path):
                     with open(path, "rb") as f:
-                        held |= {s.inode for s in procfs.udp_sockets(f.read(), v6)
-                                 if s.port == port}
+                        held |= {
+                            s.inode for s in procfs.udp_sockets(f.read(), v6) if s.port == port
+                        }
             where = f"UDP port {port}"
         else:
             with open(procfs.UNIX_TABLE, "rb") as f:
@@ -112,11 +148,19 @@ def check_serving(inst: Instance) -> None:
             held = {inode} if inode is not None else set()
             where = f"{inst.name}:ctl"
     except OSError as e:
-        raise InputError([Problem(inst.name, f"cannot read the socket tables: "
-                                  f"{e.strerror}")]) from None
+        raise InputError(
+            [Problem(inst.name, f"cannot read the socket tables: {e.strerror}")]
+        ) from None
     if not held & mine:
-        raise NotRunning([Problem(inst.name, f"{where} is not held by the fabric's server "
-                                  f"(pid {inst.pid}): refusing to attach tools to it")])
+        raise NotRunning(
+            [
+                Problem(
+                    inst.name,
+                    f"{where} is not held by the fabric's server "
+                    f"(pid {inst.pid}): refusing to attach tools to it",
+                )
+            ]
+        )
 
 
 def exec_tool(name: str, node: str, command: list[str], load: Loader, say: Say) -> None:
@@ -147,7 +191,6 @@ def shims(name: str, node: str, directory: Path, load: Loader) -> list[str]:
     return write_shims(inst, load(inst.spec, inst.trays), node, directory)
 
 
-
 def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path) -> list[str]:
     """A bin directory making ``node`` look like a tray with real IB tools: one wrapper
     per tool found on this machine (preloading umad2sim, attached at ``node``), an
@@ -162,20 +205,24 @@ def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path) ->
         real = shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin")
         if real is None:
             continue
-        _script(directory / tool, f"{exports}exec {shlex.quote(real)} \"$@\"\n")
+        _script(directory / tool, f'{exports}exec {shlex.quote(real)} "$@"\n')
         written.append(tool)
     tray = node.replace("/", ":").split(":")[0]
     if cluster.tray(tray) is not None:
         spec_args = " ".join(shlex.quote(a) for a in _spec_args(inst))
-        _script(directory / "nvidia-smi",
-                f"exec {shlex.join(fabriclab_argv())} render {spec_args} nvidia-smi "
-                f"--from {shlex.quote(tray)} -- \"$@\"\n")
+        _script(
+            directory / "nvidia-smi",
+            f"exec {shlex.join(fabriclab_argv())} render {spec_args} nvidia-smi "
+            f'--from {shlex.quote(tray)} -- "$@"\n',
+        )
         written.append("nvidia-smi")
-    _script(directory / "sudo",
-            "# runs the command as the caller: the emulated tray's tools need no root\n"
-            "while [ $# -gt 0 ]; do case \"$1\" in -[ugCDhpRrTU]) shift 2 ;; --) shift; break ;;"
-            " -*) shift ;; *) break ;; esac; done\n"
-            f"PATH={shlex.quote(str(directory))}:$PATH exec \"$@\"\n")
+    _script(
+        directory / "sudo",
+        "# runs the command as the caller: the emulated tray's tools need no root\n"
+        'while [ $# -gt 0 ]; do case "$1" in -[ugCDhpRrTU]) shift 2 ;; --) shift; break ;;'
+        " -*) shift ;; *) break ;; esac; done\n"
+        f'PATH={shlex.quote(str(directory))}:$PATH exec "$@"\n',
+    )
     written.append("sudo")
     return written
 

@@ -130,8 +130,14 @@ class Transport:
     ``listen`` = (host, port) in remote mode, the epoll loop over them, and the
     registry of attached clients (``clients``, by id)."""
 
-    def __init__(self, name: str, listen: tuple[str, int] | None, policy: Policy,
-                 stats: Stats, rlog: RateLimitedLog):
+    def __init__(
+        self,
+        name: str,
+        listen: tuple[str, int] | None,
+        policy: Policy,
+        stats: Stats,
+        rlog: RateLimitedLog,
+    ):
         self.name = name
         self.listen = listen
         self.policy = policy
@@ -214,8 +220,11 @@ class Transport:
             want = min(want, 65535 - self.listen[1])
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
-            target = hard if hard != resource.RLIM_INFINITY else \
-                max(soft, procfs.open_fds() + want + _FD_RESERVE)
+            target = (
+                hard
+                if hard != resource.RLIM_INFINITY
+                else max(soft, procfs.open_fds() + want + _FD_RESERVE)
+            )
             try:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
                 soft = target
@@ -320,8 +329,12 @@ class Transport:
         try:
             self._ctl.sendto(data, addr)  # type: ignore[union-attr]
         except OSError as e:
-            self._warn("control replies that failed", "control reply to %s failed: %s",
-                       show_address(addr), e)
+            self._warn(
+                "control replies that failed",
+                "control reply to %s failed: %s",
+                show_address(addr),
+                e,
+            )
 
     # --- the registry ---------------------------------------------------------------------
 
@@ -422,8 +435,9 @@ class Transport:
             cl.sock.send(data)
             return True
         except BlockingIOError:
-            self._warn("MADs to clients not reading", "client %d is not reading; MAD dropped",
-                       cl.id)
+            self._warn(
+                "MADs to clients not reading", "client %d is not reading; MAD dropped", cl.id
+            )
         except OSError as e:
             if e.errno in (errno.ECONNREFUSED, errno.ENOTCONN, errno.ENOENT):
                 self.detach(cl, "gone")

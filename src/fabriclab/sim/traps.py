@@ -44,8 +44,13 @@ class Traps:
         else:
             details = {"NoticeDataTrap144LID": src.lid, "NoticeDataTrap144CapMask": src.cap_mask}
         self._tid = (self._tid + 1) & 0xFFFF_FFFF
-        mad = trap(self._tid, number, src.lid,
-                   NodeType.SWITCH if node.is_switch else NodeType.CA, **details)
+        mad = trap(
+            self._tid,
+            number,
+            src.lid,
+            NodeType.SWITCH if node.is_switch else NodeType.CA,
+            **details,
+        )
         self.stats.traps += 1
         self.transport.send(sm, simwire.request(src.smlid, src.lid, mad))
 

@@ -70,7 +70,7 @@ def split_terms(text: str) -> list[str]:
             if depth < 0:
                 raise HostlistError(f"unbalanced ']' in {_short(text)}")
         elif depth == 0:
-            terms.append(text[start:m.start()])
+            terms.append(text[start : m.start()])
             start = m.end()
     if depth:
         raise HostlistError(f"unclosed '[' in {_short(text)}")
@@ -132,8 +132,10 @@ def _terms(text: str) -> list[list[str | list[_Range]]]:
                 longest += max(r.longest for r in p)
                 count *= sum(len(r) for r in p)
         if longest > HOST_NAME_MAX:
-            raise HostlistError(f"{_short(term)} makes host names of {longest} characters; "
-                                f"a host name has at most {HOST_NAME_MAX}")
+            raise HostlistError(
+                f"{_short(term)} makes host names of {longest} characters; "
+                f"a host name has at most {HOST_NAME_MAX}"
+            )
         total += count
         if total > MAX_HOSTS:
             raise HostlistError(f"{_short(text)} names more than {MAX_HOSTS} hosts")
@@ -144,8 +146,10 @@ def _terms(text: str) -> list[list[str | list[_Range]]]:
 def count(text: str) -> int:
     """How many hosts a hostlist names, without expanding it (and checked like ``expand``,
     except for duplicates, which only expansion shows)."""
-    return sum(math.prod(1 if isinstance(p, str) else sum(len(r) for r in p) for p in parts)
-               for parts in _terms(text))
+    return sum(
+        math.prod(1 if isinstance(p, str) else sum(len(r) for r in p) for p in parts)
+        for parts in _terms(text)
+    )
 
 
 def expand(text: str) -> list[str]:
@@ -199,7 +203,7 @@ def scale(text: str, count: int) -> str:
         return "[" + ",".join(_fmt_range(x) for x in p) + "]"
 
     def build(r: _Range) -> str:
-        return "".join(fmt(p) for p in [*parts[:first], [r], *parts[first + 1:]])
+        return "".join(fmt(p) for p in [*parts[:first], [r], *parts[first + 1 :]])
 
     out = []
     if full:

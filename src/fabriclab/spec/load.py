@@ -66,7 +66,9 @@ def parse_spec_text(text: str, source: str) -> Spec:
     if data is None:
         raise SpecError([Problem(source, "the spec is empty")])
     if not isinstance(data, dict):
-        raise SpecError([Problem(f"{source}:1", "a spec is a mapping of keys (name, trays, fabric, …)")])
+        raise SpecError(
+            [Problem(f"{source}:1", "a spec is a mapping of keys (name, trays, fabric, …)")]
+        )
     try:
         spec = Spec.model_validate(data)
         spec._source = source
@@ -78,9 +80,13 @@ def parse_spec_text(text: str, source: str) -> Spec:
         errors = everything[:PROBLEMS_KEPT]
         locs = []
         for err in errors:
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            loc = tuple(
+                p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))
+            )
             # pydantic reports union members as extra loc parts ('int', 'list[...]'); drop them
-            loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("int", "str"))))
+            loc = tuple(
+                p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("int", "str")))
+            )
             locs.append(loc)
         lines = yaml_guard.lines_for(text, set(locs))
         problems = []
@@ -156,11 +162,23 @@ def scale_trays(spec: Spec, count: int) -> Spec:
     if not spec.trays:
         raise SpecError([Problem("--trays", "the spec has no trays to scale")])
     if spec.nvlink is not None and spec.nvlink.domains:
-        raise SpecError([Problem("--trays", "NVLink domains are listed one by one; "
-                                 "use nvlink.trays_per_domain to scale")])
+        raise SpecError(
+            [
+                Problem(
+                    "--trays",
+                    "NVLink domains are listed one by one; use nvlink.trays_per_domain to scale",
+                )
+            ]
+        )
     if count > MAX_TRAYS:
-        raise SpecError([Problem("--trays", f"{count} trays; a fabric has room for {MAX_TRAYS} "
-                                 "(one unicast LID each)")])
+        raise SpecError(
+            [
+                Problem(
+                    "--trays",
+                    f"{count} trays; a fabric has room for {MAX_TRAYS} (one unicast LID each)",
+                )
+            ]
+        )
     fixed = sum(hostlist.count(g.hosts) for g in spec.trays[:-1])
     want = count - fixed
     if want < 1:

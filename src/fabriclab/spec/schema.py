@@ -46,32 +46,47 @@ def _int_or_hex(v):
 def _bits(name: str, top: int):
     """An unsigned field of IBA: in 0..top, said in hex (pydantic would print the bound
     of a 64-bit field as a float)."""
+
     def check(v: int) -> int:
         if v < 0 or v > top:
-            shown = f"0x{v:x}" if v >= 0 and v.bit_length() <= 80 else str(v) if v < 0 else \
-                f"a {v.bit_length()}-bit number"
+            shown = (
+                f"0x{v:x}"
+                if v >= 0 and v.bit_length() <= 80
+                else str(v)
+                if v < 0
+                else f"a {v.bit_length()}-bit number"
+            )
             raise ValueError(f"{shown} is not a {name} (0-0x{top:x})")
         return v
+
     return check
 
 
 # GUIDs are EUI-64, VendorID 24 bits, DeviceID 16 bits (see fabriclab.limits)
 Guid = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("64-bit GUID", GUID_MAX))]
-VendorId = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("24-bit vendor id", VENDID_MAX))]
-DeviceId = Annotated[int, BeforeValidator(_int_or_hex), AfterValidator(_bits("16-bit device id", DEVID_MAX))]
+VendorId = Annotated[
+    int, BeforeValidator(_int_or_hex), AfterValidator(_bits("24-bit vendor id", VENDID_MAX))
+]
+DeviceId = Annotated[
+    int, BeforeValidator(_int_or_hex), AfterValidator(_bits("16-bit device id", DEVID_MAX))
+]
 Lid = Annotated[int, Field(ge=1, le=0xBFFF)]
 # A LID or LMC as the spec gives it (0 = unassigned): range and uniqueness are checked on
 # the built fabric, by the same rules for every source (fabriclab.model.addressing).
 AnyLid = int
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX)]
 
+
 def check_pattern(fields: tuple[str, ...]):
     """A name pattern (``IB-LEAF-{n:02d}``, fields among ``fields``; an unknown one is
     reported when the pattern is used): every width or precision is checked before
     anything is formatted, since ``{n:500000000d}`` would otherwise make a 500 MB name."""
+
     def check(pattern: str) -> str:
         if len(pattern) > 4 * NAME_MAX:
-            raise ValueError(f"a pattern of {len(pattern)} characters; a name has at most {NAME_MAX}")
+            raise ValueError(
+                f"a pattern of {len(pattern)} characters; a name has at most {NAME_MAX}"
+            )
         try:
             parsed = list(string.Formatter().parse(pattern))
         except ValueError as e:
@@ -83,9 +98,12 @@ def check_pattern(fields: tuple[str, ...]):
                 raise ValueError(f"bad name pattern {pattern!r}: nested fields")
             for num in re.findall(r"\d+", spec or ""):
                 if len(num) > 3 or int(num) > NAME_MAX:
-                    raise ValueError(f"bad name pattern {pattern!r}: width {num[:10]} in "
-                                     f"{{{field}:{spec[:20]}}}; a name has at most {NAME_MAX} characters")
+                    raise ValueError(
+                        f"bad name pattern {pattern!r}: width {num[:10]} in "
+                        f"{{{field}:{spec[:20]}}}; a name has at most {NAME_MAX} characters"
+                    )
         return pattern
+
     return check
 
 
@@ -117,6 +135,7 @@ def _known(lookup):
         except KeyError as e:
             raise ValueError(e.args[0]) from None
         return v
+
     return check
 
 
@@ -146,7 +165,6 @@ class HcaSpec(_Strict):
     desc: str | None = None  # NodeDescription, default "<host> <name>"
     vendid: VendorId | None = None
     devid: DeviceId | None = None
-
 
 
 class TrayGroup(_Strict):
@@ -181,7 +199,6 @@ class TrayGroup(_Strict):
                 raise ValueError(f"HCA name {sorted(dup)[0]!r} appears twice")
         return v
 
-
     def host_names(self) -> list[str]:
         """The group's hosts, expanded from its hostlist."""
         return hostlist.expand(self.hosts)
@@ -194,7 +211,9 @@ class Partition(_Strict):
     """An NVLink partition: its GPUs report ``clique = id`` instead of the default."""
 
     id: int = Field(ge=1, le=32765)
-    gpus: str = Field(max_length=4096)  # "sched-worker2" (all its GPUs), "sched-worker2:0-1", a hostlist of either
+    gpus: str = Field(
+        max_length=4096
+    )  # "sched-worker2" (all its GPUs), "sched-worker2:0-1", a hostlist of either
     name: Name | None = None
 
 
@@ -234,7 +253,9 @@ class Nvlink(_Strict):
 
     domains: list[NvlinkDomain] = []
     trays_per_domain: int | None = Field(None, ge=1)
-    name: Annotated[str, AfterValidator(check_pattern(("n", "i")))] = "nvl{n}"  # pattern for laid-out domains
+    name: Annotated[str, AfterValidator(check_pattern(("n", "i")))] = (
+        "nvl{n}"  # pattern for laid-out domains
+    )
     clique: int = Field(1, ge=0, le=32766)
 
     @model_validator(mode="after")
@@ -278,7 +299,6 @@ class FatTree(_Strict):
     sharp: bool = False  # SHARP Aggregation Node on each switch's AN port
     names: SwitchNames = SwitchNames()
 
-
     @field_validator("tiers")
     @classmethod
     def _tiers(cls, v):
@@ -311,7 +331,6 @@ class SwitchSpec(_Strict):
     tier: int | None = Field(None, ge=1, le=8)
 
 
-
 class CaSpec(_Strict):
     """A channel adapter that belongs to no tray: a storage or UFM host's HCA, an HCA with
     a factory description, a SHARP Aggregation Node, a router (``type: router``)."""
@@ -330,9 +349,13 @@ class CaSpec(_Strict):
 
 # Names and port numbers bounded, and the text stripped and bounded before matching, so
 # that matching stays linear on any input.
-_ENDPOINT = r"(?P<{0}>[^\[\]]{{1," + str(HOST_NAME_MAX + NAME_MAX + 1) + r"}})\[(?P<{0}p>\d{{1,3}})\]"
+_ENDPOINT = (
+    r"(?P<{0}>[^\[\]]{{1," + str(HOST_NAME_MAX + NAME_MAX + 1) + r"}})\[(?P<{0}p>\d{{1,3}})\]"
+)
 _LINK_RE = re.compile(
-    _ENDPOINT.format("a") + r"\s*--\s*" + _ENDPOINT.format("b")
+    _ENDPOINT.format("a")
+    + r"\s*--\s*"
+    + _ENDPOINT.format("b")
     + r"(?:\s+(?P<w>\d{1,2}x|\?\?)(?P<s>[A-Za-z0-9]{1,8}|\?\?\?))?$"
 )
 _LINK_CHARS_MAX = 2 * (HOST_NAME_MAX + NAME_MAX + 8) + 32
@@ -353,16 +376,22 @@ class LinkSpec(_Strict):
         """A link from its text; ValueError saying what is wrong."""
         text = text.strip()
         if len(text) > _LINK_CHARS_MAX:
-            raise ValueError(f"a link of {len(text)} characters: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'")
+            raise ValueError(
+                f"a link of {len(text)} characters: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'"
+            )
         m = _LINK_RE.match(text)
         if not m:
-            raise ValueError(
-                f"bad link {text!r}: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'"
-            )
+            raise ValueError(f"bad link {text!r}: expected 'NODE[PORT] -- NODE[PORT] [4xNDR]'")
         w = m.group("w") and (m.group("w") if m.group("w") == "??" else _check_width(m.group("w")))
         s = m.group("s") and (m.group("s") if m.group("s") == "???" else _check_rate(m.group("s")))
-        return cls(a=m.group("a").strip(), a_port=int(m.group("ap")), b=m.group("b").strip(),
-                   b_port=int(m.group("bp")), width=w, speed=s)
+        return cls(
+            a=m.group("a").strip(),
+            a_port=int(m.group("ap")),
+            b=m.group("b").strip(),
+            b_port=int(m.group("bp")),
+            width=w,
+            speed=s,
+        )
 
     def render(self) -> str:
         """The link as text ``parse`` reads back."""
@@ -454,14 +483,14 @@ class Spec(_Strict):
     def _unique_hosts(self):
         total = sum(hostlist.count(g.hosts) for g in self.trays)  # before expanding any
         if total > MAX_TRAYS:
-            raise ValueError(f"the trays name {total} hosts; a fabric has room for {MAX_TRAYS} "
-                             "(one unicast LID each)")
+            raise ValueError(
+                f"the trays name {total} hosts; a fabric has room for {MAX_TRAYS} "
+                "(one unicast LID each)"
+            )
         seen: dict[str, int] = {}
         for i, group in enumerate(self.trays):
             for h in group.host_names():
                 if h in seen:
-                    raise ValueError(
-                        f"tray {h!r} appears in trays[{seen[h]}] and trays[{i}]"
-                    )
+                    raise ValueError(f"tray {h!r} appears in trays[{seen[h]}] and trays[{i}]")
                 seen[h] = i
         return self

@@ -37,7 +37,8 @@ _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML w
 class _Resolver(yaml.resolver.Resolver):
     yaml_implicit_resolvers: ClassVar[dict] = {
         first: [(tag, rx) for tag, rx in pairs if tag not in _DROPPED]
-        for first, pairs in yaml.resolver.Resolver.yaml_implicit_resolvers.items()}
+        for first, pairs in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+    }
 
 
 _RESOLVE = _Resolver().resolve
@@ -46,7 +47,7 @@ _CONSTRUCT = {tag: _CTOR.yaml_constructors[tag] for tag in _SCALAR_TAGS}
 
 
 def _tag(tag: str | None) -> str:
-    return "!!" + tag[len(_STD):] if tag and tag.startswith(_STD) else str(tag)
+    return "!!" + tag[len(_STD) :] if tag and tag.startswith(_STD) else str(tag)
 
 
 class _Frame:
@@ -79,11 +80,18 @@ class _Frame:
 _MERGE_KEY = object()
 
 
-def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = True,
-          on_node: Callable[[tuple, int], bool] | None = None) -> Any:
+def _walk(
+    text: str,
+    source: str,
+    error: type[FabriclabError],
+    *,
+    build: bool = True,
+    on_node: Callable[[tuple, int], bool] | None = None,
+) -> Any:
     """Check the event stream of ``text`` and, with ``build``, return its data.  With
     ``on_node``, report each node's path and line (a mapping value's line is its key's);
     it returns True to stop the walk."""
+
     def fail(mark, what: str) -> FabriclabError:
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         return error([Problem(where, what)])
@@ -122,7 +130,12 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
                 parent.size += size
                 _attach(parent, value, ev, fail)
                 continue
-            if kind is not Scalar and kind is not Alias and kind is not MapStart and kind is not SeqStart:
+            if (
+                kind is not Scalar
+                and kind is not Alias
+                and kind is not MapStart
+                and kind is not SeqStart
+            ):
                 if kind is yaml.DocumentStartEvent:
                     docs += 1
                     if docs > 1:
@@ -132,13 +145,17 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
             parent = stack[-1] if stack else None
             is_key = parent is not None and parent.seen is not None and parent.key_next
             if is_key and kind is not Scalar:
-                what = "an alias" if kind is Alias else "a mapping" if kind is MapStart else "a list"
+                what = (
+                    "an alias" if kind is Alias else "a mapping" if kind is MapStart else "a list"
+                )
                 raise fail(ev.start_mark, f"a key must be plain text, not {what}")
 
             if kind is Alias:
                 if ev.anchor not in anchors:
-                    raise fail(ev.start_mark, f"alias *{ev.anchor} is not defined before its use "
-                               "(or refers to itself)")
+                    raise fail(
+                        ev.start_mark,
+                        f"alias *{ev.anchor} is not defined before its use (or refers to itself)",
+                    )
                 size, value = anchors[ev.anchor]
             else:
                 size, value = 1, None
@@ -146,8 +163,10 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
                     raise fail(ev.start_mark, f"tag {_tag(ev.tag)} is not allowed here")
             total += size
             if total > YAML_NODES_MAX:
-                raise fail(ev.start_mark, f"more than {YAML_NODES_MAX} YAML nodes, aliases counted in "
-                           "full: too large")
+                raise fail(
+                    ev.start_mark,
+                    f"more than {YAML_NODES_MAX} YAML nodes, aliases counted in full: too large",
+                )
 
             if kind is Scalar:
                 value, tag = _scalar(ev, is_key, fail, build)
@@ -184,8 +203,9 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
             if kind is MapStart or kind is SeqStart:
                 if len(stack) >= YAML_DEPTH_MAX:
                     raise fail(ev.start_mark, f"nesting depth over {YAML_DEPTH_MAX}: too deep")
-                stack.append(_Frame({} if kind is MapStart else [], ev.anchor, path,
-                                    ev.start_mark.line + 1))
+                stack.append(
+                    _Frame({} if kind is MapStart else [], ev.anchor, path, ev.start_mark.line + 1)
+                )
                 continue
             if parent is None:
                 root = value
@@ -196,8 +216,15 @@ def _walk(text: str, source: str, error: type[FabriclabError], *, build: bool = 
         mark = getattr(e, "problem_mark", None)
         if isinstance(e, yaml.reader.ReaderError):  # a character YAML does not allow
             where = f"{source}:{text.count(chr(10), 0, e.position) + 1}"
-            raise error([Problem(where, f"not valid YAML: character {e.character!r} at offset "
-                                 f"{e.position}: {e.reason}")]) from None
+            raise error(
+                [
+                    Problem(
+                        where,
+                        f"not valid YAML: character {e.character!r} at offset "
+                        f"{e.position}: {e.reason}",
+                    )
+                ]
+            ) from None
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise fail(mark, f"not valid YAML: {what}") from None
     finally:
@@ -219,7 +246,9 @@ def _attach(parent: _Frame, value: Any, ev, fail) -> None:
     parent.key_next = True
 
 
-_IMPLICIT_FIRST = frozenset(_Resolver.yaml_implicit_resolvers)  # first characters of typed plain scalars
+_IMPLICIT_FIRST = frozenset(
+    _Resolver.yaml_implicit_resolvers
+)  # first characters of typed plain scalars
 
 
 def _scalar(ev, is_key: bool, fail, build: bool) -> tuple[Any, str | None]:
@@ -230,16 +259,23 @@ def _scalar(ev, is_key: bool, fail, build: bool) -> tuple[Any, str | None]:
     if tag is None:
         if not ev.implicit[0] or (value and value[0] not in _IMPLICIT_FIRST):
             return value, _STR  # quoted, or plain text no implicit type starts with
-        if build and value.isdigit() and value.isascii() and (value[0] != "0" or value == "0") \
-                and len(value) <= INT_DIGITS_MAX:
+        if (
+            build
+            and value.isdigit()
+            and value.isascii()
+            and (value[0] != "0" or value == "0")
+            and len(value) <= INT_DIGITS_MAX
+        ):
             return int(value), _INT  # a plain decimal (a leading 0 would be octal in YAML 1.1)
         tag = _RESOLVE(yaml.ScalarNode, value, ev.implicit)
     elif tag == "!":
         tag = _STR
     if tag == _INT and len(value) > INT_DIGITS_MAX:
         # int() of thousands of digits is refused by Python (and slow before that)
-        raise fail(ev.start_mark, f"a number of {len(value)} digits: at most {INT_DIGITS_MAX} are "
-                   "read (64 bits need 20)")
+        raise fail(
+            ev.start_mark,
+            f"a number of {len(value)} digits: at most {INT_DIGITS_MAX} are read (64 bits need 20)",
+        )
     if not build or tag == _STR:
         return value, tag
     if tag == _MERGE:

@@ -18,8 +18,13 @@ from .report import Report
 LABEL_FORMATS = ("json", "script")
 
 
-def given_inputs(spec: str | None, ib_files: list[str], smi_file: str | None, trays: int | None,
-                 cluster_loader: Callable) -> Inputs | None:
+def given_inputs(
+    spec: str | None,
+    ib_files: list[str],
+    smi_file: str | None,
+    trays: int | None,
+    cluster_loader: Callable,
+) -> Inputs | None:
     """The inputs of a spec (built by ``cluster_loader(spec, trays)``), else of dump
     files; None when neither is given."""
     if spec:
@@ -29,24 +34,47 @@ def given_inputs(spec: str | None, ib_files: list[str], smi_file: str | None, tr
     return None
 
 
-def topology_command(*, spec, engine, ib_files, smi_file, nodes, compat, names, block_sizes,
-                     block_name, topologies, skeleton, label_format, trays,
-                     cluster_loader: Callable) -> tuple[str, Report]:
+def topology_command(
+    *,
+    spec,
+    engine,
+    ib_files,
+    smi_file,
+    nodes,
+    compat,
+    names,
+    block_sizes,
+    block_name,
+    topologies,
+    skeleton,
+    label_format,
+    trays,
+    cluster_loader: Callable,
+) -> tuple[str, Report]:
     """``fabriclab topology``: the engine's text and what was left out on the way.  A
     provider's or engine's problem is raised at ``engine`` with the warnings so far."""
     if compat not in (None, "topograph"):
-        raise OptionError(f"unknown {compat!r}; the one compatibility mode is 'topograph'", where="--compat")
+        raise OptionError(
+            f"unknown {compat!r}; the one compatibility mode is 'topograph'", where="--compat"
+        )
     if label_format not in LABEL_FORMATS:
         raise OptionError("json or script", where="--format")
     if spec and ib_files:
         raise OptionError("give a SPEC or --ibnetdiscover files, not both", where="topology")
     inputs = given_inputs(spec, ib_files, smi_file, trays, cluster_loader)
     if inputs is None:
-        raise OptionError("give a SPEC, or --ibnetdiscover FILE [--nvidia-smi FILE]", where="topology")
+        raise OptionError(
+            "give a SPEC, or --ibnetdiscover FILE [--nvidia-smi FILE]", where="topology"
+        )
     wanted = topology_inputs.requested_nodes(nodes)
-    opts = EngineOptions(block_sizes=parse_block_sizes(block_sizes), block_name=parse_block_name(block_name),
-                         topologies=load_topologies(topologies), skeleton=skeleton,
-                         label_format=label_format, gpus=inputs.gpus)
+    opts = EngineOptions(
+        block_sizes=parse_block_sizes(block_sizes),
+        block_name=parse_block_name(block_name),
+        topologies=load_topologies(topologies),
+        skeleton=skeleton,
+        label_format=label_format,
+        gpus=inputs.gpus,
+    )
     try:
         graph = local_graph(inputs, wanted, compat=compat == "topograph", names=names)
         text = run(engine, graph, opts)
@@ -55,10 +83,12 @@ def topology_command(*, spec, engine, ib_files, smi_file, nodes, compat, names, 
     return text, inputs.report
 
 
-def local_provider(inputs: Inputs, *, compat: bool,
-                   names: bool) -> Callable[[list[str] | None], tuple[Graph, dict[str, int]]]:
+def local_provider(
+    inputs: Inputs, *, compat: bool, names: bool
+) -> Callable[[list[str] | None], tuple[Graph, dict[str, int]]]:
     """For ``serve-topology``: the graph of the given fabric for a request's nodes (None:
     all), and the GPUs per host."""
+
     def provide(requested: list[str] | None) -> tuple[Graph, dict[str, int]]:
         return local_graph(inputs, requested, compat=compat, names=names), inputs.gpus
 

@@ -14,8 +14,14 @@ class TopologyProblem(FabriclabError):
 
     status = 400
 
-    def __init__(self, message: str, status: int | None = None, *, where: str = "",
-                 warnings: list[Problem] | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        *,
+        where: str = "",
+        warnings: list[Problem] | None = None,
+    ):
         super().__init__(message, where, warnings)
         if status is not None:
             self.status = status

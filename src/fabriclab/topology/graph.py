@@ -74,8 +74,13 @@ class InstanceTopology:
     sub_domain: str = ""
 
 
-def instances_to_graph(instances: list[InstanceTopology], instance_nodes: dict[str, str], *,
-                       trim_tiers: int = 0, normalize: bool = False) -> Graph:
+def instances_to_graph(
+    instances: list[InstanceTopology],
+    instance_nodes: dict[str, str],
+    *,
+    trim_tiers: int = 0,
+    normalize: bool = False,
+) -> Graph:
     """topograph's ``ClusterTopology.ToGraph``: instances become a forest, switches are
     shared by (level, id), requested nodes without topology go under ``no-topology``.
     ``instance_nodes`` maps the requested instances to node names; ``trim_tiers`` drops
@@ -93,7 +98,9 @@ def instances_to_graph(instances: list[InstanceTopology], instance_nodes: dict[s
         node_name = unplaced.pop(instance.instance_id)
         top = Vertex(instance.instance_id, node_name)  # the chain's top vertex so far
         if instance.domain:
-            domains.add(HostInfo(instance.domain, instance.instance_id, node_name, instance.sub_domain))
+            domains.add(
+                HostInfo(instance.domain, instance.instance_id, node_name, instance.sub_domain)
+            )
         keep = len(instance.tiers) - min(max(0, trim_tiers), len(instance.tiers))
         for level, (switch_id, switch_name) in enumerate(instance.tiers[:keep]):
             if not switch_id:
@@ -137,8 +144,10 @@ def _normalized(instances: list[InstanceTopology]) -> list[InstanceTopology]:
 
     def sort_key(instance: InstanceTopology):
         ids = [switch_id for switch_id, _ in instance.tiers]
-        return ([ids[level] if level < len(ids) else "" for level in range(width - 1, -1, -1)],
-                instance.instance_id)
+        return (
+            [ids[level] if level < len(ids) else "" for level in range(width - 1, -1, -1)],
+            instance.instance_id,
+        )
 
     ordered = sorted(instances, key=sort_key)
     counts: dict[int, int] = {}
@@ -155,5 +164,7 @@ def _normalized(instances: list[InstanceTopology]) -> list[InstanceTopology]:
                 counts[level] = counts.get(level, 0) + 1
                 level_names[switch_id] = f"switch.{level + 1}.{counts[level]}"
             tiers.append((switch_id, level_names[switch_id]))
-        out.append(InstanceTopology(instance.instance_id, tiers, instance.domain, instance.sub_domain))
+        out.append(
+            InstanceTopology(instance.instance_id, tiers, instance.domain, instance.sub_domain)
+        )
     return out

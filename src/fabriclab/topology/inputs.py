@@ -39,8 +39,13 @@ def from_cluster(cluster: Cluster) -> Inputs:
         raise InputsError(problem or "the fabric has no CA", where="spec")
     text = ibnetdiscover.render(cluster.fabric, start)
     smi = nvidia_smi.parse_pdsh(nvidia_smi.render_pdsh(cluster.trays), "nvidia-smi")
-    return Inputs(cluster.fabric, [text], smi, [t.host for t in cluster.trays],
-                  {t.host: len(t.gpus) for t in cluster.trays})
+    return Inputs(
+        cluster.fabric,
+        [text],
+        smi,
+        [t.host for t in cluster.trays],
+        {t.host: len(t.gpus) for t in cluster.trays},
+    )
 
 
 def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
@@ -52,7 +57,11 @@ def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
         text = ibnetdiscover.read_file(path)
         dump = ibnetdiscover.parse(text, path)
         for problem in dump.warnings:
-            report.warn(problem.where, problem.what, left_out="only named as the far end" not in problem.what)
+            report.warn(
+                problem.where,
+                problem.what,
+                left_out="only named as the far end" not in problem.what,
+            )
         if dump.warnings_dropped:
             report.warn(path, f"{dump.warnings_dropped} more problems like these")
         texts.append(text)
@@ -75,12 +84,23 @@ def _union(fabrics: list[Fabric], report: Report) -> Fabric:
             if node.label in out.by_label:
                 continue
             if node.ident is None and node.guid in out.by_guid:
-                report.warn(node.label, f"GUID 0x{node.guid:016x} is already "
-                            f"{out.by_guid[node.guid].label} in an earlier dump; left out")
+                report.warn(
+                    node.label,
+                    f"GUID 0x{node.guid:016x} is already "
+                    f"{out.by_guid[node.guid].label} in an earlier dump; left out",
+                )
                 continue
-            copy = Node(node.type, node.guid, node.nports, node.desc, vendid=node.vendid,
-                        devid=node.devid, sysimgguid=node.sysimgguid, port_guid=node.port_guid,
-                        ident=node.ident)
+            copy = Node(
+                node.type,
+                node.guid,
+                node.nports,
+                node.desc,
+                vendid=node.vendid,
+                devid=node.devid,
+                sysimgguid=node.sysimgguid,
+                port_guid=node.port_guid,
+                ident=node.ident,
+            )
             copy.lid, copy.lmc, copy.enhanced_port0 = node.lid, node.lmc, node.enhanced_port0
             for port, port_copy in zip(node.iter_ports(), copy.iter_ports(), strict=False):
                 port_copy.guid, port_copy.lid, port_copy.lmc = port.guid, port.lid, port.lmc
@@ -88,10 +108,20 @@ def _union(fabrics: list[Fabric], report: Report) -> Fabric:
     for fabric in fabrics:
         for end_a, end_b in fabric.links():
             node_a, node_b = out.by_label.get(end_a.node.label), out.by_label.get(end_b.node.label)
-            if node_a is None or node_b is None or end_a.num > node_a.nports or end_b.num > node_b.nports:
+            if (
+                node_a is None
+                or node_b is None
+                or end_a.num > node_a.nports
+                or end_b.num > node_b.nports
+            ):
                 continue
             port_a, port_b = node_a.ports[end_a.num], node_b.ports[end_b.num]
-            if port_a is not None and port_b is not None and port_a.peer is None and port_b.peer is None:
+            if (
+                port_a is not None
+                and port_b is not None
+                and port_a.peer is None
+                and port_b.peer is None
+            ):
                 out.connect(port_a, port_b, end_a.width, end_a.speed)
     return out
 
@@ -113,7 +143,9 @@ def requested_nodes(arg: str | None) -> list[str] | None:
             try:
                 total += hostlist.count(line)
                 if total > MAX_HOSTS:
-                    raise OptionError(f"the file names more than {MAX_HOSTS} hosts", where=f"{arg}:{line_number}")
+                    raise OptionError(
+                        f"the file names more than {MAX_HOSTS} hosts", where=f"{arg}:{line_number}"
+                    )
                 names.extend(hostlist.expand(line))
             except hostlist.HostlistError as e:
                 raise OptionError(str(e), where=f"{arg}:{line_number}") from None

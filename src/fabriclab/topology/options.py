@@ -31,20 +31,27 @@ def validate_block_sizes(sizes: list[int], where: str = "") -> None:
     """Slurm's rules as topograph checks them: at most 20 sizes up to 65,536, each a
     power-of-two multiple of the one before."""
     if len(sizes) > MAX_BLOCK_SIZES:
-        raise OptionError(f"blockSizes has too many entries ({len(sizes)}); max allowed is "
-                          f"{MAX_BLOCK_SIZES}", where=where)
+        raise OptionError(
+            f"blockSizes has too many entries ({len(sizes)}); max allowed is {MAX_BLOCK_SIZES}",
+            where=where,
+        )
     previous = None
     for i, size in enumerate(sizes):
         if size <= 0:
             raise OptionError(f"blockSizes[{i}]={size} must be positive", where=where)
         if size > MAX_BLOCK_SIZE:
-            raise OptionError(f"blockSizes[{i}]={size} exceeds maximum allowed value {MAX_BLOCK_SIZE}",
-                              where=where)
+            raise OptionError(
+                f"blockSizes[{i}]={size} exceeds maximum allowed value {MAX_BLOCK_SIZE}",
+                where=where,
+            )
         if previous is not None:
             ratio = size // previous
             if size <= previous or size % previous or ratio & (ratio - 1):
-                raise OptionError(f"blockSizes[{i}]={size} must be a power-of-two multiple "
-                                  f"of blockSizes[{i - 1}]={previous}", where=where)
+                raise OptionError(
+                    f"blockSizes[{i}]={size} must be a power-of-two multiple "
+                    f"of blockSizes[{i - 1}]={previous}",
+                    where=where,
+                )
         previous = size
 
 
@@ -82,7 +89,9 @@ def load_topologies(path: str | None) -> dict[str, TopologySpec]:
 def _topology(path: str, name, spec) -> TopologySpec:
     where = f"{path}: {name}"
     if not isinstance(spec, dict) or "plugin" not in spec:
-        raise OptionError("needs a plugin (topology/tree, topology/block, topology/flat)", where=where)
+        raise OptionError(
+            "needs a plugin (topology/tree, topology/block, topology/flat)", where=where
+        )
     unknown = set(spec) - TOPOLOGY_KEYS
     if unknown:
         raise OptionError(f"unknown key {sorted(unknown)[0]!r}", where=where)
@@ -95,8 +104,11 @@ def _topology(path: str, name, spec) -> TopologySpec:
     if not isinstance(sizes, list) or not all(type(size) is int for size in sizes):
         raise OptionError("a list of numbers", where=f"{where}.block_sizes")
     naming = spec.get("block_name")
-    if naming is not None and not (isinstance(naming, dict) and isinstance(naming.get("node_name_regexp"), str)
-                                   and isinstance(naming.get("format"), str)):
+    if naming is not None and not (
+        isinstance(naming, dict)
+        and isinstance(naming.get("node_name_regexp"), str)
+        and isinstance(naming.get("format"), str)
+    ):
         raise OptionError("a mapping of node_name_regexp and format", where=f"{where}.block_name")
     if not isinstance(spec["plugin"], str):
         raise OptionError("topology/tree, topology/block or topology/flat", where=f"{where}.plugin")
@@ -111,7 +123,15 @@ def _topology(path: str, name, spec) -> TopologySpec:
         except hostlist.HostlistError as e:
             raise OptionError(str(e), where=f"{where}.nodes") from None
     validate_block_sizes(sizes, f"{where}.block_sizes")
-    renaming = (block_name(naming["node_name_regexp"], naming["format"], f"{where}.block_name")
-                if naming else None)
-    return TopologySpec(spec["plugin"], [str(node) for node in expanded], sizes, renaming,
-                        bool(spec.get("cluster_default", False)))
+    renaming = (
+        block_name(naming["node_name_regexp"], naming["format"], f"{where}.block_name")
+        if naming
+        else None
+    )
+    return TopologySpec(
+        spec["plugin"],
+        [str(node) for node in expanded],
+        sizes,
+        renaming,
+        bool(spec.get("cluster_default", False)),
+    )

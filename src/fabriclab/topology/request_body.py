@@ -32,8 +32,9 @@ _LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-async def read(chunks: AsyncIterator[bytes], content_length: str | None,
-               limit: int = MAX_BODY_BYTES) -> bytes:
+async def read(
+    chunks: AsyncIterator[bytes], content_length: str | None, limit: int = MAX_BODY_BYTES
+) -> bytes:
     """The body, refused with 413 as soon as it is known to be over ``limit``: from its
     Content-Length before reading any of it, else while counting what streams in."""
     if content_length is not None:
@@ -41,7 +42,9 @@ async def read(chunks: AsyncIterator[bytes], content_length: str | None,
         if not declared.isdigit():
             raise RequestError(f"Content-Length is not a number: {declared[:20]!r}")
         if len(declared) > len(str(limit)) or int(declared) > limit:
-            raise RequestError(f"request body of {declared[:20]} bytes is over the limit of {limit} bytes", 413)
+            raise RequestError(
+                f"request body of {declared[:20]} bytes is over the limit of {limit} bytes", 413
+            )
     parts, size = [], 0
     async for chunk in chunks:
         size += len(chunk)

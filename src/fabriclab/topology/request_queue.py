@@ -67,10 +67,18 @@ class RequestQueue:
     """``submit(uid, item, size)`` runs ``handle(item) -> Result`` once ``delay``
     seconds have passed without another submit of ``uid``."""
 
-    def __init__(self, handle: Callable[[Any], Result], delay: float, *, workers: int = WORKERS,
-                 max_waiting: int = MAX_WAITING, max_waiting_bytes: int = MAX_WAITING_BYTES,
-                 max_results: int = RESULT_HISTORY, result_ttl: float = RESULT_TTL,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        handle: Callable[[Any], Result],
+        delay: float,
+        *,
+        workers: int = WORKERS,
+        max_waiting: int = MAX_WAITING,
+        max_waiting_bytes: int = MAX_WAITING_BYTES,
+        max_results: int = RESULT_HISTORY,
+        result_ttl: float = RESULT_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.handle, self.delay, self.clock = handle, delay, clock
         self.max_waiting, self.max_waiting_bytes = max_waiting, max_waiting_bytes
         self.max_results, self.result_ttl = max_results, result_ttl
@@ -93,15 +101,18 @@ class RequestQueue:
             count = self._load[0] + (0 if old else 1)
             volume = self._load[1] + size - (old.size if old else 0)
             if count > self.max_waiting or volume > self.max_waiting_bytes:
-                raise QueueFull(f"too many requests waiting ({self._load[0]}, {self._load[1]} bytes); "
-                                "try again later")
+                raise QueueFull(
+                    f"too many requests waiting ({self._load[0]}, {self._load[1]} bytes); "
+                    "try again later"
+                )
             self._load = [count, volume]
             due = self.clock() + self.delay
             self._waiting[uid] = _Waiting(due, item, size)
             heapq.heappush(self._heap, (due, next(self._seq), uid))
             if self._scheduler is None:
-                self._scheduler = threading.Thread(target=self._schedule, name="topology-scheduler",
-                                                   daemon=True)
+                self._scheduler = threading.Thread(
+                    target=self._schedule, name="topology-scheduler", daemon=True
+                )
                 self._scheduler.start()
             self._cond.notify()
 
@@ -167,6 +178,7 @@ class RequestQueue:
 
     def _evict(self) -> None:
         oldest = self.clock() - self.result_ttl
-        while self._results and (len(self._results) > self.max_results
-                                 or next(iter(self._results.values())).at < oldest):
+        while self._results and (
+            len(self._results) > self.max_results or next(iter(self._results.values())).at < oldest
+        ):
             self._results.popitem(last=False)

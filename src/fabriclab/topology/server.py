@@ -67,8 +67,10 @@ def request_id(body: dict) -> str:
     so repeated requests share a result (topograph's ``Request.Hash``).  ``body`` has
     passed TopologyRequest, so its provider and engine are objects or null."""
     prov, eng = body.get("provider") or {}, body.get("engine") or {}
-    key = {"provider": {"name": prov.get("name") or "", "params": prov.get("params") or {}},
-           "engine": {"name": eng.get("name") or "", "params": eng.get("params") or {}}}
+    key = {
+        "provider": {"name": prov.get("name") or "", "params": prov.get("params") or {}},
+        "engine": {"name": eng.get("name") or "", "params": eng.get("params") or {}},
+    }
     return f"{fnv1a64(json.dumps(key, sort_keys=True, separators=(',', ':')).encode()):x}"
 
 
@@ -87,8 +89,13 @@ class TopologyService:
     fabric (``local``: requested nodes -> graph and GPUs per host) or a simulation model
     of ``models_dir``."""
 
-    def __init__(self, local: Callable[[list[str] | None], tuple[Graph, dict[str, int]]] | None = None,
-                 models_dir: str | None = None, aggregation_delay: float = 2.0, **queue_bounds: Any):
+    def __init__(
+        self,
+        local: Callable[[list[str] | None], tuple[Graph, dict[str, int]]] | None = None,
+        models_dir: str | None = None,
+        aggregation_delay: float = 2.0,
+        **queue_bounds: Any,
+    ):
         self.local = local
         self.models_dir = Path(models_dir) if models_dir else None
         self.queue = RequestQueue(self._run, aggregation_delay, **queue_bounds)
@@ -165,7 +172,9 @@ class TopologyService:
             graph = self._model_graph(prov, req.provider.params, instance_nodes)
         return self._engine(req.engine.name, req.engine.params, graph, gpus)
 
-    def _model_graph(self, prov: str, params: ProviderParams, instance_nodes: dict[str, str]) -> Graph:
+    def _model_graph(
+        self, prov: str, params: ProviderParams, instance_nodes: dict[str, str]
+    ) -> Graph:
         name = params.modelFileName
         if prov == "test" and not name:
             return tree_test_set()
@@ -196,13 +205,19 @@ class TopologyService:
             opts.block_name = _block_name(params.blockName)
             for name, topology in params.topologies.items():
                 validate_block_sizes(topology.blockSizes)
-                opts.topologies[name] = TopologySpec(topology.plugin, list(topology.nodes),
-                                                     list(topology.blockSizes), _block_name(topology.blockName),
-                                                     topology.clusterDefault)
+                opts.topologies[name] = TopologySpec(
+                    topology.plugin,
+                    list(topology.nodes),
+                    list(topology.blockSizes),
+                    _block_name(topology.blockName),
+                    topology.clusterDefault,
+                )
             opts.skeleton = params.skeletonOnly
             if opts.topologies:
                 return run("slurm-yaml", graph, opts)
-            return run("slurm-block" if params.plugin == "topology/block" else "slurm-tree", graph, opts)
+            return run(
+                "slurm-block" if params.plugin == "topology/block" else "slurm-tree", graph, opts
+            )
         if eng == "k8s":
             return run("k8s-labels", graph, opts)
         return run(eng, graph, opts)
@@ -223,10 +238,24 @@ _RESULT = {
     202: {"description": "Still pending", "content": _TEXT},
     404: {"description": "No such request, or its result was evicted", "content": _TEXT},
 }
-_UID = {"parameters": [{"name": "uid", "in": "query", "required": True,
-                        "schema": {"type": "string", "minLength": 1}}]}
-_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"$ref": "#/components/schemas/TopologyRequest"}}}}}
+_UID = {
+    "parameters": [
+        {
+            "name": "uid",
+            "in": "query",
+            "required": True,
+            "schema": {"type": "string", "minLength": 1},
+        }
+    ]
+}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/TopologyRequest"}}
+        },
+    }
+}
 
 
 def _text(body: str | bytes, status: int) -> PlainTextResponse:
@@ -252,16 +281,25 @@ class BearerAuth:
         if scope["type"] == "http" and scope["path"] != "/healthz":
             given = dict(scope["headers"]).get(b"authorization", b"")
             scheme, _, credentials = given.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
-                response = PlainTextResponse("missing or wrong bearer token\n", status_code=401,
-                                             headers={"WWW-Authenticate": "Bearer"})
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                credentials.strip(), self.token
+            ):
+                response = PlainTextResponse(
+                    "missing or wrong bearer token\n",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
 
-def make_app(service: TopologyService, *, token: str | None = None,
-             max_body: int = request_body.MAX_BODY_BYTES) -> FastAPI:
+def make_app(
+    service: TopologyService,
+    *,
+    token: str | None = None,
+    max_body: int = request_body.MAX_BODY_BYTES,
+) -> FastAPI:
     """The FastAPI app of ``service``: topograph's routes, bodies bounded by ``max_body``,
     a bearer token on every path but /healthz when ``token`` is given."""
     app = FastAPI(title="fabriclab topology API", docs_url=None, redoc_url=None)
@@ -285,25 +323,44 @@ def make_app(service: TopologyService, *, token: str | None = None,
     def healthz():
         return _text("OK\n", 200)
 
-    @app.post("/v1/generate", response_class=PlainTextResponse, status_code=202, openapi_extra=_BODY,
-              responses={202: {"description": "The request id", "content": _TEXT},
-                         429: {"description": "Too many requests waiting", "content": _TEXT}, **responses})
+    @app.post(
+        "/v1/generate",
+        response_class=PlainTextResponse,
+        status_code=202,
+        openapi_extra=_BODY,
+        responses={
+            202: {"description": "The request id", "content": _TEXT},
+            429: {"description": "Too many requests waiting", "content": _TEXT},
+            **responses,
+        },
+    )
     async def generate(req: Request):
         return _text(await run_in_threadpool(service.submit, await body_of(req)), 202)
 
-    @app.get("/v1/topology", response_class=PlainTextResponse, openapi_extra=_UID,
-             responses={200: {"description": "The result", "content": _TEXT}, **_RESULT,
-                        400: _ERRORS[400], **({401: responses[401]} if token else {}),
-                        502: {"description": "The request's own error status (as topograph)",
-                              "content": _TEXT}})
+    @app.get(
+        "/v1/topology",
+        response_class=PlainTextResponse,
+        openapi_extra=_UID,
+        responses={
+            200: {"description": "The result", "content": _TEXT},
+            **_RESULT,
+            400: _ERRORS[400],
+            **({401: responses[401]} if token else {}),
+            502: {"description": "The request's own error status (as topograph)", "content": _TEXT},
+        },
+    )
     def topology(req: Request):
         uid = req.query_params.get("uid", "")
         if not uid:
             return _text("must specify request uid\n", 400)
         return _answer(service.get(uid))
 
-    @app.post("/v1/lookup", response_class=PlainTextResponse, openapi_extra=_BODY,
-              responses={200: {"description": "The result", "content": _TEXT}, **_RESULT, **responses})
+    @app.post(
+        "/v1/lookup",
+        response_class=PlainTextResponse,
+        openapi_extra=_BODY,
+        responses={200: {"description": "The result", "content": _TEXT}, **_RESULT, **responses},
+    )
     async def lookup(req: Request):
         return _answer(await run_in_threadpool(service.lookup, await body_of(req)))
 
@@ -331,7 +388,9 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except (OSError, UnicodeError):
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    return bool(infos) and all(
+        ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos
+    )
 
 
 def serve(service: TopologyService, host: str, port: int, token: str | None = None) -> None:

@@ -56,9 +56,11 @@ class Layout:
         # Generated straight-line code (as collections.namedtuple does): a loop or a
         # generator here costs more than the rest of a MAD's handling.
         parts = ", ".join(f"(v >> {s}) & {m}" for s, m in (self._spec[n] for n in names))
-        src = (f"def get(data):\n"
-               f"    v = from_bytes(data[{offset}:{offset + self.size}], 'big')\n"
-               f"    return ({parts},)\n")
+        src = (
+            f"def get(data):\n"
+            f"    v = from_bytes(data[{offset}:{offset + self.size}], 'big')\n"
+            f"    return ({parts},)\n"
+        )
         scope: dict = {"from_bytes": int.from_bytes}
         exec(src, scope)
         return scope["get"]
@@ -97,7 +99,7 @@ class Layout:
             end = self.size - s // 8
             start = end - width // 8
             return data[:start] + value.to_bytes(width // 8, "big") + data[end:]
-        return self.pack({name: value}, base=data) + data[self.size:]
+        return self.pack({name: value}, base=data) + data[self.size :]
 
     def get(self, data: bytes, name: str) -> int:
         """Field ``name`` of ``data``."""

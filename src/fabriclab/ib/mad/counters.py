@@ -63,11 +63,16 @@ PORT_COUNTERS_WIDTHS = counter_widths(PORT_COUNTERS)
 # Without IsAdditionalPortCountersExtendedSupported, PortCountersExtended carries only the
 # counters before SymbolErrorCounter (the data and packet counters, bits 64-575).
 _ADDITIONAL_FROM = next(o for n, o, _ in PORT_COUNTERS_EXT.fields if n == "SymbolErrorCounter")
-PORT_COUNTERS_EXT_BASIC = frozenset(name for name, offset, _ in PORT_COUNTERS_EXT.fields
-                                    if name not in SELECT_FIELDS and offset < _ADDITIONAL_FROM)
+PORT_COUNTERS_EXT_BASIC = frozenset(
+    name
+    for name, offset, _ in PORT_COUNTERS_EXT.fields
+    if name not in SELECT_FIELDS and offset < _ADDITIONAL_FROM
+)
 # The error details (PortRcvErrorDetails, PortXmitDiscardDetails, 16.1.4): CounterSelect
 # bit n resets the attribute's n-th counter.
 RCV_ERROR_DETAILS = tuple(counter_widths(PORT_RCV_ERROR_DETAILS))
 XMIT_DISCARD_DETAILS = tuple(counter_widths(PORT_XMIT_DISCARD_DETAILS))
-DETAIL_WIDTHS = {**counter_widths(PORT_RCV_ERROR_DETAILS),
-                 **counter_widths(PORT_XMIT_DISCARD_DETAILS)}
+DETAIL_WIDTHS = {
+    **counter_widths(PORT_RCV_ERROR_DETAILS),
+    **counter_widths(PORT_XMIT_DISCARD_DETAILS),
+}

@@ -29,8 +29,20 @@ from .layouts import (
 MAD_SIZE = 256
 # What MadView.header() returns, in this order.  For a MAD that is not a directed-route
 # SMP the last five mean other things and are to be ignored.
-HEADER_FIELDS = ("BaseVersion", "MgmtClass", "R", "Method", "TransactionID", "AttributeID",
-                 "AttributeModifier", "D", "HopPointer", "HopCount", "DrSLID", "DrDLID")
+HEADER_FIELDS = (
+    "BaseVersion",
+    "MgmtClass",
+    "R",
+    "Method",
+    "TransactionID",
+    "AttributeID",
+    "AttributeModifier",
+    "D",
+    "HopPointer",
+    "HopCount",
+    "DrSLID",
+    "DrDLID",
+)
 # TransactionID bits 48-63 are the requester's own (ibsim notes its client id there, and
 # the kernel's MAD layer its agent's): a response carries them back to it.
 REQUESTER_SHIFT = 48
@@ -95,11 +107,25 @@ def trap(tid: int, number: int, issuer_lid: int, producer: int, **details: int) 
     at ``issuer_lid`` of a node of type ``producer``; ``details`` are the Notice's
     trap-specific fields (for trap 128 NoticeDataLID, for 144 NoticeDataTrap144LID and
     NoticeDataTrap144CapMask)."""
-    header = MAD_HEADER.pack({"BaseVersion": 1, "MgmtClass": MgmtClass.SMI, "ClassVersion": 1,
-                              "Method": Method.TRAP, "TransactionID": tid,
-                              "AttributeID": Attr.NOTICE})
-    notice = NOTICE.pack({"NoticeIsGeneric": 1, "NoticeType": TRAP_TYPES[number],
-                          "NoticeProducerType": producer, "NoticeTrapNumber": number,
-                          "NoticeIssuerLID": issuer_lid, **details})
+    header = MAD_HEADER.pack(
+        {
+            "BaseVersion": 1,
+            "MgmtClass": MgmtClass.SMI,
+            "ClassVersion": 1,
+            "Method": Method.TRAP,
+            "TransactionID": tid,
+            "AttributeID": Attr.NOTICE,
+        }
+    )
+    notice = NOTICE.pack(
+        {
+            "NoticeIsGeneric": 1,
+            "NoticeType": TRAP_TYPES[number],
+            "NoticeProducerType": producer,
+            "NoticeTrapNumber": number,
+            "NoticeIssuerLID": issuer_lid,
+            **details,
+        }
+    )
     mad = header.ljust(SMP_DATA, b"\0") + notice
     return mad.ljust(MAD_SIZE, b"\0")

@@ -43,7 +43,9 @@ def run(engine: str, graph: Graph, opts: EngineOptions) -> str:
     if engine == "slurm-yaml":
         if not opts.topologies:
             raise OptionError("slurm-yaml needs --topologies (a YAML file of named topologies)")
-        return slurm.generate(graph, slurm.SlurmConfig("", topologies=opts.topologies), opts.skeleton)
+        return slurm.generate(
+            graph, slurm.SlurmConfig("", topologies=opts.topologies), opts.skeleton
+        )
     if engine not in ENGINES:
         raise OptionError(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
     labels = k8s_labels.node_labels(graph)

@@ -49,7 +49,9 @@ def _domain_labels(domains: DomainMap, out: dict[str, dict[str, str]]) -> None:
                 continue
             labels = out.setdefault(host, {})
             if DOMAIN_KEY in labels:
-                raise LabelError(f"multiple accelerator labels {labels[DOMAIN_KEY]}, {name} for node {host}")
+                raise LabelError(
+                    f"multiple accelerator labels {labels[DOMAIN_KEY]}, {name} for node {host}"
+                )
             labels[DOMAIN_KEY] = label_value(name)
             if info.sub_domain:
                 labels[SUB_DOMAIN_KEY] = label_value(info.sub_domain)
@@ -73,8 +75,12 @@ def _tier_labels(vertex: Vertex, out: dict[str, dict[str, str]], layers: list[st
 
 def labels_json(labels: dict[str, dict[str, str]]) -> str:
     """The labels as JSON, nodes and keys sorted (topograph's test files' layout)."""
-    return json.dumps({node: dict(sorted(own.items()))
-                       for node, own in sorted(labels.items())}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {node: dict(sorted(own.items())) for node, own in sorted(labels.items())}, indent=2
+        )
+        + "\n"
+    )
 
 
 _TIER_KEY = re.compile(r"^fabric\.topograph\.run/tier-\d+$")
@@ -85,11 +91,12 @@ def kubectl_script(labels: dict[str, dict[str, str]]) -> str:
     (tiers above a node's own, up to the most any node has), as topograph does on each
     run."""
     lines = ["#!/bin/sh", "# node topology labels written by fabriclab", "set -e"]
-    top = max((sum(1 for key in own if _TIER_KEY.match(key)) for own in labels.values()),
-              default=0)
+    top = max((sum(1 for key in own if _TIER_KEY.match(key)) for own in labels.values()), default=0)
     for node, own in sorted(labels.items()):
         args = [f"{key}={value}" for key, value in sorted(own.items())]
         have = {key for key in own if _TIER_KEY.match(key)}
-        stale = [f"{TIER_PREFIX}{tier}-" for tier in range(top) if f"{TIER_PREFIX}{tier}" not in have]
+        stale = [
+            f"{TIER_PREFIX}{tier}-" for tier in range(top) if f"{TIER_PREFIX}{tier}" not in have
+        ]
         lines.append(f"kubectl label node {node} --overwrite " + " ".join(args + stale))
     return "\n".join(lines) + "\n"

@@ -26,8 +26,15 @@ _TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
 def levels(labels: dict[str, dict[str, str]]) -> list[str]:
     """Kueue's topology levels, largest first: the tiers from the top down, the NVLink
     domain (when a node has one), the host."""
-    tiers = sorted({int(match.group(1)) for own in labels.values() for key in own
-                    if (match := _TIER.match(key))}, reverse=True)
+    tiers = sorted(
+        {
+            int(match.group(1))
+            for own in labels.values()
+            for key in own
+            if (match := _TIER.match(key))
+        },
+        reverse=True,
+    )
     out = [f"{TIER_PREFIX}{tier}" for tier in tiers]
     if any(DOMAIN_KEY in own for own in labels.values()):
         out.append(DOMAIN_KEY)
@@ -76,25 +83,41 @@ def kwok_nodes(labels: dict[str, dict[str, str]], opts: EngineOptions) -> str:
         capacity = {"cpu": "144", "memory": "1Ti", "pods": "110"}
         if gpus:
             capacity["nvidia.com/gpu"] = str(gpus)
-        docs.append({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": node,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0",
-                                "topograph.run/instance": node, "topograph.run/region": "local"},
-                "labels": node_labels,
-            },
-            "spec": {"taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]},
-            "status": {
-                "allocatable": dict(capacity),
-                "capacity": dict(capacity),
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status"}],
-                "nodeInfo": _node_info(node),
-                "phase": "Running",
-            },
-        })
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": node,
+                    "annotations": {
+                        "kwok.x-k8s.io/node": "fake",
+                        "node.alpha.kubernetes.io/ttl": "0",
+                        "topograph.run/instance": node,
+                        "topograph.run/region": "local",
+                    },
+                    "labels": node_labels,
+                },
+                "spec": {
+                    "taints": [
+                        {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+                    ]
+                },
+                "status": {
+                    "allocatable": dict(capacity),
+                    "capacity": dict(capacity),
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                        }
+                    ],
+                    "nodeInfo": _node_info(node),
+                    "phase": "Running",
+                },
+            }
+        )
     return dump_all(docs)
 
 
@@ -103,7 +126,15 @@ def _node_info(node: str) -> dict[str, str]:
     derived from the name so that the same fabric gives the same manifests."""
     digest = hashlib.sha1(node.encode()).hexdigest()
     uuid = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-    return {"architecture": "amd64", "operatingSystem": "linux", "machineID": digest[:32],
-            "systemUUID": uuid, "bootID": uuid, "kernelVersion": "fake", "osImage": "fake",
-            "containerRuntimeVersion": "fake", "kubeletVersion": "fake",
-            "kubeProxyVersion": "fake"}
+    return {
+        "architecture": "amd64",
+        "operatingSystem": "linux",
+        "machineID": digest[:32],
+        "systemUUID": uuid,
+        "bootID": uuid,
+        "kernelVersion": "fake",
+        "osImage": "fake",
+        "containerRuntimeVersion": "fake",
+        "kubeletVersion": "fake",
+        "kubeProxyVersion": "fake",
+    }

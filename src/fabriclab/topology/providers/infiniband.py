@@ -79,8 +79,9 @@ def topograph_parse(text: str) -> tuple[dict[str, dict[str, str]], dict[str, str
     return switches, hca
 
 
-def _topograph_tree(switches: dict[str, dict[str, str]], hca: dict[str, str],
-                    requested: set[str]) -> list[Vertex]:
+def _topograph_tree(
+    switches: dict[str, dict[str, str]], hca: dict[str, str], requested: set[str]
+) -> list[Vertex]:
     """topograph's ``buildTree``: leaves hold requested nodes, each round adds the
     switches cabled to the previous round, only the last round is returned."""
     conns = {s: dict(c) for s, c in switches.items()}
@@ -198,8 +199,10 @@ def compat_graph(dumps: list[str], requested: list[str], smi: SmiAnswers | None)
             try:
                 dom = topograph_partition(out)
             except ValueError as e:
-                raise ProviderError(f'failed to discover accelerator domains: invalid nvidia-smi '
-                                    f'output for node "{host}": {e}') from None
+                raise ProviderError(
+                    f"failed to discover accelerator domains: invalid nvidia-smi "
+                    f'output for node "{host}": {e}'
+                ) from None
             domains.add(HostInfo(dom, host, host))
     return Graph(root, domains)
 
@@ -217,12 +220,23 @@ def hosts_of(fabric: Fabric, report: Report | None = None) -> dict[str, list[Nod
         parts = host_and_hca(n.desc)
         if parts:
             out.setdefault(parts[0], []).append(n)
-        elif (report is not None and n.type == NodeType.CA
-              and n.desc != "Mellanox Technologies Aggregation Node"):
-            where = ", ".join(f"{p.peer.node.desc or p.peer.node.label} port {p.peer.num}"
-                              for p in n.iter_ports() if p.peer is not None) or "no switch"
-            report.warn(f"CA 0x{n.guid:016x}", f'description "{n.desc}" names no host; it hangs '
-                        f"on {where} and is left out")
+        elif (
+            report is not None
+            and n.type == NodeType.CA
+            and n.desc != "Mellanox Technologies Aggregation Node"
+        ):
+            where = (
+                ", ".join(
+                    f"{p.peer.node.desc or p.peer.node.label} port {p.peer.num}"
+                    for p in n.iter_ports()
+                    if p.peer is not None
+                )
+                or "no switch"
+            )
+            report.warn(
+                f"CA 0x{n.guid:016x}",
+                f'description "{n.desc}" names no host; it hangs on {where} and is left out',
+            )
     return out
 
 
@@ -234,17 +248,24 @@ def switch_label(n: Node, names: bool, unique: set[str]) -> str:
     return n.label
 
 
-def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | None, *,
-                 names: bool = False, report: Report | None = None,
-                 domains: DomainMap | None = None) -> Graph:
+def fabric_graph(
+    fabric: Fabric,
+    requested: list[str] | None,
+    smi: SmiAnswers | None,
+    *,
+    names: bool = False,
+    report: Report | None = None,
+    domains: DomainMap | None = None,
+) -> Graph:
     """fabriclab's topology graph of a fabric (see the module docstring)."""
     report = report or Report()
     hosts = hosts_of(fabric, report)
     wanted = list(hosts) if requested is None else list(requested)
     missing = [h for h in wanted if h not in hosts]
     for h in missing:
-        report.warn(h, "not in the fabric (no CA describes itself as this host); listed under "
-                    "no-topology")
+        report.warn(
+            h, "not in the fabric (no CA describes itself as this host); listed under no-topology"
+        )
     # tiers from every host, requested or not, so a leaf whose nodes were not asked
     # for is still a leaf and never looks like a tier above the spines
     tier = switch_tiers(fabric.switches(), {id(c) for cas in hosts.values() for c in cas})
@@ -260,8 +281,12 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
     for h in wanted:
         if h not in hosts:
             continue
-        leaves = frozenset(id(p.peer.node) for c in hosts[h] for p in c.iter_ports()
-                           if p.peer is not None and p.peer.node.is_switch)
+        leaves = frozenset(
+            id(p.peer.node)
+            for c in hosts[h]
+            for p in c.iter_ports()
+            if p.peer is not None and p.peer.node.is_switch
+        )
         if not leaves:
             report.warn(h, "its HCAs are not cabled to any switch; listed under no-topology")
             missing.append(h)
@@ -296,9 +321,14 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
     while current:
         up: dict[frozenset, list[frozenset]] = {}
         for members in current:
-            above = frozenset(id(p.peer.node) for i in members for p in by_id[i].iter_ports()
-                              if p.peer is not None and p.peer.node.is_switch
-                              and tier.get(id(p.peer.node)) == level + 1)
+            above = frozenset(
+                id(p.peer.node)
+                for i in members
+                for p in by_id[i].iter_ports()
+                if p.peer is not None
+                and p.peer.node.is_switch
+                and tier.get(id(p.peer.node)) == level + 1
+            )
             if above:
                 up.setdefault(above, []).append(members)
             else:
@@ -325,8 +355,9 @@ def fabric_graph(fabric: Fabric, requested: list[str] | None, smi: SmiAnswers | 
     return Graph(root, domains)
 
 
-def _traversal_rank(groups: dict[frozenset, list[str]], by_id: dict[int, Node],
-                    tier: dict[int, int]) -> dict[int, tuple[int, str]]:
+def _traversal_rank(
+    groups: dict[frozenset, list[str]], by_id: dict[int, Node], tier: dict[int, int]
+) -> dict[int, tuple[int, str]]:
     """The order in which topograph's merger meets each switch: top tier first (sorted by
     id), then tier by tier down, each switch's lower neighbours in id order.  The first
     switch met of a group of identical ones is the one topograph keeps, so naming groups
@@ -337,8 +368,12 @@ def _traversal_rank(groups: dict[frozenset, list[str]], by_id: dict[int, Node],
     t = 1
     while level:
         levels.append(level)
-        up = {id(p.peer.node) for i in level for p in by_id[i].iter_ports()
-              if p.peer is not None and p.peer.node.is_switch and tier.get(id(p.peer.node)) == t + 1}
+        up = {
+            id(p.peer.node)
+            for i in level
+            for p in by_id[i].iter_ports()
+            if p.peer is not None and p.peer.node.is_switch and tier.get(id(p.peer.node)) == t + 1
+        }
         level = up - placed
         placed |= level
         t += 1
@@ -353,8 +388,11 @@ def _traversal_rank(groups: dict[frozenset, list[str]], by_id: dict[int, Node],
         for i in layer:
             rank[i] = (n, by_id[i].label)
             n += 1
-            children = {id(p.peer.node) for p in by_id[i].iter_ports()
-                        if p.peer is not None and id(p.peer.node) in below}
+            children = {
+                id(p.peer.node)
+                for p in by_id[i].iter_ports()
+                if p.peer is not None and id(p.peer.node) in below
+            }
             for c in sorted(children, key=lambda c: by_id[c].label):
                 if c not in visited:
                     visited.add(c)
@@ -377,16 +415,25 @@ def smi_domains(smi: SmiAnswers, hosts: list[str], report: Report) -> DomainMap:
         if not gpus:
             report.warn(h, f"no nvidia-smi answer in {smi.source}; not in any NVLink domain")
             continue
-        bad = [g for g in gpus if g.cluster_uuid in ("", "N/A", "[N/A]") or g.clique in ("", "N/A", "[N/A]")]
+        bad = [
+            g
+            for g in gpus
+            if g.cluster_uuid in ("", "N/A", "[N/A]") or g.clique in ("", "N/A", "[N/A]")
+        ]
         for g in bad:
-            report.warn(f"{smi.source}:{g.line}", f"{h} GPU {g.gpu}: ClusterUUID {g.cluster_uuid or '(empty)'}, "
-                        f"CliqueId {g.clique or '(empty)'}")
+            report.warn(
+                f"{smi.source}:{g.line}",
+                f"{h} GPU {g.gpu}: ClusterUUID {g.cluster_uuid or '(empty)'}, "
+                f"CliqueId {g.clique or '(empty)'}",
+            )
         if bad:
             continue
         doms = {(g.cluster_uuid, g.clique) for g in gpus}
         if len(doms) > 1:
             detail = "; ".join(f"GPU {g.gpu} {g.cluster_uuid}.{g.clique}" for g in gpus)
-            report.warn(h, f"GPUs disagree on the NVLink partition ({detail}); left out of the domains")
+            report.warn(
+                h, f"GPUs disagree on the NVLink partition ({detail}); left out of the domains"
+            )
             continue
         cu, cl = doms.pop()
         if cu == ZERO_UUID or cl == "0":

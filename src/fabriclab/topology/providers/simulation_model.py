@@ -32,7 +32,15 @@ from ..graph import DomainMap, Graph, HostInfo, InstanceTopology, Vertex, instan
 DOMAIN_ANNOTATION = "accelerator.topology.test/domain"
 SUB_DOMAIN_ANNOTATION = "accelerator.topology.test/sub-domain"
 REGION_LABEL = "topology.kubernetes.io/region"
-SIM_PROVIDERS = {"aws-sim", "gcp-sim", "oci-sim", "dsx-sim", "lambdai-sim", "nebius-sim", "nscale-sim"}
+SIM_PROVIDERS = {
+    "aws-sim",
+    "gcp-sim",
+    "oci-sim",
+    "dsx-sim",
+    "lambdai-sim",
+    "nebius-sim",
+    "nscale-sim",
+}
 # topograph's models are a few kilobytes; a model is read whole, so it is bounded.
 MODEL_BYTES_MAX = 16 << 20
 
@@ -74,8 +82,9 @@ class SimulationModel:
     @classmethod
     def load(cls, path: str | Path) -> SimulationModel:
         """The model in a file (size-checked, YAML through the guarded loader)."""
-        text = inputs.read_text(str(path), MODEL_BYTES_MAX, "a simulation model",
-                                error=SimulationModelError)
+        text = inputs.read_text(
+            str(path), MODEL_BYTES_MAX, "a simulation model", error=SimulationModelError
+        )
         data = yaml_guard.load(text, str(path), SimulationModelError)
         return cls.from_data(data if data is not None else {}, str(path))
 
@@ -118,27 +127,38 @@ class SimulationModel:
                 names.extend(expanded)
                 names_left -= len(expanded)
                 if names_left < 0:
-                    raise SimulationModelError(f"{source}: the blocks name more than {MAX_EXPANDED} nodes")
+                    raise SimulationModelError(
+                        f"{source}: the blocks name more than {MAX_EXPANDED} nodes"
+                    )
             if not names:
-                raise SimulationModelError(f"{source}: capacity block at index {i} must declare at least one node")
+                raise SimulationModelError(
+                    f"{source}: capacity block at index {i} must declare at least one node"
+                )
             switch = shape.name(block.get("switch"), f"{where}.switch") or None
             if switch is not None and switch not in switches:
-                raise SimulationModelError(f'{source}: capacity block at index {i} references unknown switch '
-                                           f'"{switch}"')
+                raise SimulationModelError(
+                    f'{source}: capacity block at index {i} references unknown switch "{switch}"'
+                )
             block_labels = shape.strings(block.get("labels"), f"{where}.labels")
             block_annotations = shape.strings(block.get("annotations"), f"{where}.annotations")
             for name in names:
                 if name in nodes:
-                    raise SimulationModelError(f'{source}: node "{name}" belongs to more than one capacity block')
-                nodes[name] = SimulatedNode(name, switch, dict(block_labels), dict(block_annotations))
+                    raise SimulationModelError(
+                        f'{source}: node "{name}" belongs to more than one capacity block'
+                    )
+                nodes[name] = SimulatedNode(
+                    name, switch, dict(block_labels), dict(block_annotations)
+                )
                 if switch is not None and name not in switch_nodes[switch]:
                     switch_nodes[switch].append(name)
         parent: dict[str, str] = {}
         for name, children in switches.items():
             for child in children:
                 if child in parent:
-                    raise SimulationModelError(f'{source}: switch "{child}" has two parent switches "{name}" '
-                                               f'and "{parent[child]}"')
+                    raise SimulationModelError(
+                        f'{source}: switch "{child}" has two parent switches "{name}" '
+                        f'and "{parent[child]}"'
+                    )
                 parent[child] = name
         for node in nodes.values():
             if node.switch is None:
@@ -146,8 +166,9 @@ class SimulationModel:
             path, seen, switch = [], set(), node.switch
             while True:
                 if switch in seen:
-                    raise SimulationModelError(f'{source}: circular dependency detected in topology for '
-                                               f'switch "{switch}"')
+                    raise SimulationModelError(
+                        f'{source}: circular dependency detected in topology for switch "{switch}"'
+                    )
                 seen.add(switch)
                 path.append(switch)
                 if switch not in parent:
@@ -188,17 +209,22 @@ class SimulationModel:
                 domains.add(HostInfo(node.domain, f"i-{host}", host, node.sub_domain))
         return Graph(root, domains if domains else None)
 
-    def sim_graph(self, provider: str, instance_nodes: dict[str, str] | None = None,
-                  trim_tiers: int = 0) -> Graph:
+    def sim_graph(
+        self, provider: str, instance_nodes: dict[str, str] | None = None, trim_tiers: int = 0
+    ) -> Graph:
         """A ``*-sim`` provider's graph; ``instance_nodes`` (instance -> node) defaults to
         every model node under its own name."""
         if instance_nodes is None:
             instance_nodes = {host: host for host in self.nodes}
-        instances = [InstanceTopology(host, [(switch, "") for switch in node.layers], node.domain,
-                                      node.sub_domain)
-                     for host, node in sorted(self.nodes.items())]
-        return instances_to_graph(instances, instance_nodes, trim_tiers=trim_tiers,
-                                  normalize=provider == "oci-sim")
+        instances = [
+            InstanceTopology(
+                host, [(switch, "") for switch in node.layers], node.domain, node.sub_domain
+            )
+            for host, node in sorted(self.nodes.items())
+        ]
+        return instances_to_graph(
+            instances, instance_nodes, trim_tiers=trim_tiers, normalize=provider == "oci-sim"
+        )
 
     def dra_graph(self) -> Graph:
         """The ``dra`` provider's graph: accelerator domains only."""
@@ -218,7 +244,9 @@ class _Shape:
 
     def fail(self, where: str, what: str) -> SimulationModelError:
         """The error for the part at ``where``."""
-        return SimulationModelError(f"{self.source}: {where}: {what}" if where else f"{self.source}: {what}")
+        return SimulationModelError(
+            f"{self.source}: {where}: {what}" if where else f"{self.source}: {what}"
+        )
 
     def mapping(self, value: Any, where: str) -> dict[str, Any]:
         """A mapping with string keys (None: empty)."""
@@ -248,4 +276,7 @@ class _Shape:
 
     def strings(self, value: Any, where: str) -> dict[str, str]:
         """A mapping of strings to strings (labels, annotations)."""
-        return {key: self.name(item, f"{where}.{key}") for key, item in self.mapping(value, where).items()}
+        return {
+            key: self.name(item, f"{where}.{key}")
+            for key, item in self.mapping(value, where).items()
+        }

@@ -24,8 +24,16 @@ from .topology_conf import block_conf, tree_conf
 from .topology_units import topology_units
 from .topology_yaml import topology_yaml
 
-__all__ = ["BLOCK", "FLAT", "TREE", "BlockName", "SlurmConfig", "SlurmTopologyError", "TopologySpec",
-           "generate"]
+__all__ = [
+    "BLOCK",
+    "FLAT",
+    "TREE",
+    "BlockName",
+    "SlurmConfig",
+    "SlurmTopologyError",
+    "TopologySpec",
+    "generate",
+]
 
 
 def generate(graph: Graph, config: SlurmConfig, skeleton: bool = False) -> str:

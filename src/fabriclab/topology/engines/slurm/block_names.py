@@ -39,9 +39,14 @@ class BlockName:
         try:
             self.re = re2.compile(self.node_name_regexp, options=_RE2_OPTIONS)
         except re2.error as e:
-            what = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-            raise SlurmTopologyError(f"invalid blockName.nodeNameRegexp {self.node_name_regexp!r}: "
-                                     f"{what}") from None
+            what = (
+                e.args[0].decode(errors="replace")
+                if e.args and isinstance(e.args[0], bytes)
+                else str(e)
+            )
+            raise SlurmTopologyError(
+                f"invalid blockName.nodeNameRegexp {self.node_name_regexp!r}: {what}"
+            ) from None
 
     def name(self, default: str, domain: str, nodes: list[str]) -> str:
         """The name every node of the block gives (``default`` for a block of no node);
@@ -53,17 +58,22 @@ class BlockName:
         for node in nodes:
             match = self.re.search(node)
             if match is None:
-                raise SlurmTopologyError(f'node "{node}" in {desc} does not match nodeNameRegexp '
-                                         f'"{self.node_name_regexp}"')
+                raise SlurmTopologyError(
+                    f'node "{node}" in {desc} does not match nodeNameRegexp '
+                    f'"{self.node_name_regexp}"'
+                )
             got = _go_expand(self.format, match)
             if not got:
-                raise SlurmTopologyError(f'blockName format "{self.format}" produces an empty name '
-                                         f'for node "{node}" in {desc}')
+                raise SlurmTopologyError(
+                    f'blockName format "{self.format}" produces an empty name '
+                    f'for node "{node}" in {desc}'
+                )
             if not out:
                 out = got
             elif got != out:
-                raise SlurmTopologyError(f'nodes in {desc} produce different block names "{out}" '
-                                         f'and "{got}"')
+                raise SlurmTopologyError(
+                    f'nodes in {desc} produce different block names "{out}" and "{got}"'
+                )
         return out
 
 
@@ -71,6 +81,7 @@ def _go_expand(template: str, match) -> str:
     """Go's ``regexp.Expand``: ``$1``/``${1}``/``$name``, ``$$`` for a dollar; an unknown
     group expands to nothing.  As Go's ``extract`` (regexp.go), a name is a group number
     only with at most 9 digits and no leading zero; else it is looked up as a name."""
+
     def substitute(reference: re.Match) -> str:
         if reference.group(1) == "$":
             return "$"
@@ -81,6 +92,7 @@ def _go_expand(template: str, match) -> str:
         except IndexError:  # no such group
             return ""
         return value or ""
+
     return _GO_TEMPLATE.sub(substitute, template)
 
 
@@ -91,8 +103,9 @@ def block_names(blocks: list[Block], block_name: BlockName | None) -> list[str]:
     for block in blocks:
         name = block_name.name(block.id, block.name, block.nodes) if block_name else block.id
         if name in named_by:
-            raise SlurmTopologyError(f'blocks "{named_by[name]}" and "{block.id}" produce duplicate '
-                                     f'block name "{name}"')
+            raise SlurmTopologyError(
+                f'blocks "{named_by[name]}" and "{block.id}" produce duplicate block name "{name}"'
+            )
         named_by[name] = block.id
         names.append(name)
     return names

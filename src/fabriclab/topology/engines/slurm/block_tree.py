@@ -48,8 +48,9 @@ class AggregateBlock:
     count: int = 0
 
 
-def complement(blocks: list[Block], sizes: list[int],
-               domains: DomainMap | None) -> tuple[list[Block], list[int]]:
+def complement(
+    blocks: list[Block], sizes: list[int], domains: DomainMap | None
+) -> tuple[list[Block], list[int]]:
     """topograph's ``complementBlocks``: the blocks rebuilt from the block tree of the
     domains they hold, and the block sizes (inferred for two-level domains); the blocks
     and sizes unchanged where there is no tree to build."""
@@ -154,7 +155,7 @@ def _split(block_id: str, hosts: list[HostInfo], size: int) -> list[BaseBlock]:
     out = []
     for start in range(0, len(hosts), size):
         part_id = block_id if not out else f"{block_id}#{len(out) + 1}"
-        out.append(_new_base(part_id, hosts[start:start + size], size))
+        out.append(_new_base(part_id, hosts[start : start + size], size))
     return out
 
 
@@ -183,18 +184,24 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _single_level_aggregate(source: DomainVertex, max_sibling: int, sizes: list[int]) -> AggregateBlock:
+def _single_level_aggregate(
+    source: DomainVertex, max_sibling: int, sizes: list[int]
+) -> AggregateBlock:
     base = sizes[0]
-    count = (_ceil_div(source.actual, base) if len(sizes) == 1
-             else _capacity(max_sibling, base) // base)
+    count = (
+        _ceil_div(source.actual, base) if len(sizes) == 1 else _capacity(max_sibling, base) // base
+    )
     return _pack(source.id, _sorted_hosts(source.hosts or {}), max(count, 1), base)
 
 
 def _domain_aggregate(source: DomainVertex, max_sibling: int, sizes: list[int]) -> AggregateBlock:
     base, largest = sizes[0], sizes[-1]
     if source.hosts is not None:
-        count = (_ceil_div(source.actual, base) if largest < max_sibling
-                 else _capacity(max_sibling, base) // base)
+        count = (
+            _ceil_div(source.actual, base)
+            if largest < max_sibling
+            else _capacity(max_sibling, base) // base
+        )
         return _pack(source.id, _sorted_hosts(source.hosts), max(count, 1), base)
     capacity = _capacity(min(largest, max_sibling), base)
     return _recurse(source, max(capacity // base, 1), sizes)
@@ -235,14 +242,17 @@ def _build_block_tree(domains: DomainMap, sizes: list[int]) -> AggregateBlock | 
     root = _domain_tree(domains)
     base, desired = sizes[0], sizes[-1]
     single = bool(root.children) and all(
-        domain.hosts is not None and not domain.children
-        for domain in root.children.values())  # type: ignore[union-attr]
+        domain.hosts is not None and not domain.children for domain in root.children.values()
+    )  # type: ignore[union-attr]
     result = AggregateBlock(root.id)
     common = 0  # the gcd of the domains' aggregate sizes
     for name in sorted(root.children or {}):
         domain = root.children[name]  # type: ignore[index]
-        aggregate = (_single_level_aggregate(domain, root.max_child, sizes) if single
-                     else _domain_aggregate(domain, root.max_child, sizes))
+        aggregate = (
+            _single_level_aggregate(domain, root.max_child, sizes)
+            if single
+            else _domain_aggregate(domain, root.max_child, sizes)
+        )
         result.children.append(aggregate)
         result.count += aggregate.count
         common = aggregate.count if common == 0 else math.gcd(common, aggregate.count)
@@ -250,8 +260,11 @@ def _build_block_tree(domains: DomainMap, sizes: list[int]) -> AggregateBlock | 
         step = common // math.gcd(common, desired) * desired
         target = _ceil_div(result.count, step) * step
         while result.count < target:
-            result.children.append(AggregateBlock("", [_empty_base(base) for _ in range(common // base)],
-                                                  base * (common // base)))
+            result.children.append(
+                AggregateBlock(
+                    "", [_empty_base(base) for _ in range(common // base)], base * (common // base)
+                )
+            )
             result.count += common
     return result
 

@@ -23,8 +23,10 @@ class Block:
 
 def domain_blocks(domains: DomainMap) -> list[Block]:
     """One block per domain, domains and their hosts sorted by name."""
-    return [Block(f"block{i + 1:03d}", name, sorted(domains[name]))
-            for i, name in enumerate(sorted(domains))]
+    return [
+        Block(f"block{i + 1:03d}", name, sorted(domains[name]))
+        for i, name in enumerate(sorted(domains))
+    ]
 
 
 def block_sizes(blocks: list[Block], requested: list[int]) -> list[int]:
@@ -34,4 +36,4 @@ def block_sizes(blocks: list[Block], requested: list[int]) -> list[int]:
     if not blocks:
         raise SlurmTopologyError("cannot determine blockSizes: topology contains no blocks")
     smallest = min(len(block.nodes) for block in blocks)
-    return [smallest * 2 ** i for i in range(int(math.log2(len(blocks))) + 1)]
+    return [smallest * 2**i for i in range(int(math.log2(len(blocks))) + 1)]

@@ -66,7 +66,9 @@ class SlurmConfig:
 
 def _validate_named(name: str, spec: TopologySpec, graph: Graph | None) -> None:
     if spec.block_name is not None and spec.plugin != BLOCK:
-        raise SlurmTopologyError(f'topology "{name}": blockName is only supported with plugin "{BLOCK}"')
+        raise SlurmTopologyError(
+            f'topology "{name}": blockName is only supported with plugin "{BLOCK}"'
+        )
     if spec.plugin == TREE:
         if graph is None or graph.tiers is None:
             raise SlurmTopologyError(f'missing tree topology for topology "{name}"')
@@ -74,6 +76,8 @@ def _validate_named(name: str, spec: TopologySpec, graph: Graph | None) -> None:
         if graph is None or graph.domains is None:
             raise SlurmTopologyError(f'missing block topology for topology "{name}"')
     elif spec.plugin != FLAT:
-        raise SlurmTopologyError(f'unsupported topology plugin "{spec.plugin}" for topology "{name}"')
+        raise SlurmTopologyError(
+            f'unsupported topology plugin "{spec.plugin}" for topology "{name}"'
+        )
     if not spec.nodes and spec.plugin != FLAT:
         raise SlurmTopologyError(f'topology "{name}" specifies no nodes')

@@ -56,8 +56,9 @@ class NetworkTopology:
                 if key == vertex.id or child.id == vertex.id:
                     raise SlurmTopologyError(f'vertex "{vertex.id}" contains a self-edge')
                 if child.id in seen:
-                    raise SlurmTopologyError(f'vertex "{child.id}" is reachable more than once; '
-                                             'topology must be a tree')
+                    raise SlurmTopologyError(
+                        f'vertex "{child.id}" is reachable more than once; topology must be a tree'
+                    )
                 seen.add(child.id)
                 self.tree[vertex.id].append(key)
                 queue.append(child)
@@ -91,7 +92,12 @@ class NetworkTopology:
             vertex = queue.popleft()
             if not vertex.vertices:
                 info = self.node_info.get(vertex.name)
-                if info and info.block_id and info.block_position is None and info.block_id in by_id:
+                if (
+                    info
+                    and info.block_id
+                    and info.block_position is None
+                    and info.block_id in by_id
+                ):
                     block = by_id[info.block_id]
                     copy = Block(block.id, block.name, list(block.nodes), position)
                     for node in copy.nodes:

@@ -60,7 +60,10 @@ def block_conf(network: NetworkTopology, skeleton: bool) -> str:
     config = network.config
     blocks, sizes = complement(network.blocks, config.block_sizes, network.domains)
     names = block_names(blocks, config.block_name)
-    named = [Block(name, block.name, block.nodes, block.position) for block, name in zip(blocks, names, strict=False)]
+    named = [
+        Block(name, block.name, block.nodes, block.position)
+        for block, name in zip(blocks, names, strict=False)
+    ]
     sizes = block_sizes(named, sizes)
     out = []
     for block in named:

@@ -66,14 +66,17 @@ class _NameBudget:
                 raise SlurmTopologyError(f"nodes expansion failed: {e}") from None
             self.left -= len(names)
             if self.left < 0:
-                raise SlurmTopologyError(f"nodes expansion failed: the topologies' node lists "
-                                         f"expand to more than {MAX_EXPANDED} names")
+                raise SlurmTopologyError(
+                    f"nodes expansion failed: the topologies' node lists "
+                    f"expand to more than {MAX_EXPANDED} names"
+                )
             nodes.extend(names)
         return nodes
 
 
-def _block_unit(network: NetworkTopology, name: str, spec: TopologySpec,
-                budget: _NameBudget) -> TopologyUnit:
+def _block_unit(
+    network: NetworkTopology, name: str, spec: TopologySpec, budget: _NameBudget
+) -> TopologyUnit:
     """``getBlockTopologyUnit``: the blocks of the topology's nodes (each block cut down to
     them), complemented, renamed ``block1``, ``block2`` … or by blockName; flat when none
     of its nodes is in a block."""
@@ -98,14 +101,17 @@ def _block_unit(network: NetworkTopology, name: str, spec: TopologySpec,
     for i, block in enumerate(blocks):
         block.id = f"block{i + 1}"
     names = block_names(blocks, spec.block_name)
-    unit.blocks = [(block_name, ",".join(compact(block.nodes)) if block.nodes else "")
-                   for block, block_name in zip(blocks, names, strict=False)]
+    unit.blocks = [
+        (block_name, ",".join(compact(block.nodes)) if block.nodes else "")
+        for block, block_name in zip(blocks, names, strict=False)
+    ]
     unit.block_sizes = block_sizes(blocks, sizes)
     return unit
 
 
-def _tree_unit(network: NetworkTopology, name: str, spec: TopologySpec,
-               budget: _NameBudget) -> TopologyUnit:
+def _tree_unit(
+    network: NetworkTopology, name: str, spec: TopologySpec, budget: _NameBudget
+) -> TopologyUnit:
     """``getTreeTopologyUnit``: the switches on the way to the topology's nodes, breadth
     first, each with its switch children on that way and its selected nodes; flat when
     none of its nodes is in the tree."""
@@ -145,8 +151,13 @@ def _tree_unit(network: NetworkTopology, name: str, spec: TopologySpec,
                 elif child.id in wanted:
                     children.append(child.id)
             if children or leaves:
-                unit.switches.append((vertex.id, ",".join(compact(children)) if children else "",
-                                      ",".join(compact(leaves)) if leaves else ""))
+                unit.switches.append(
+                    (
+                        vertex.id,
+                        ",".join(compact(children)) if children else "",
+                        ",".join(compact(leaves)) if leaves else "",
+                    )
+                )
         queue.extend(connects)
     return unit
 
