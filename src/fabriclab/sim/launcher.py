@@ -178,7 +178,7 @@ def _serve(
     if req.with_sm:
         sm_proc = start_sm(inst, cluster, req.sm_at or cluster.trays[0].host, state_dir())
         inst.note_sm(sm_proc.pid)
-        said = []
+        said: list[bool] = []
 
         def watch_sm() -> None:
             if not said and subnet_up(inst):

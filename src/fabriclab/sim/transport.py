@@ -282,7 +282,7 @@ class Transport:
                 cl = fds.get(fd, _NONE)
                 if cl is None:
                     self.read_control()
-                elif cl is not _NONE:
+                elif isinstance(cl, Client):
                     receive(cl)
             now = time.monotonic()
             if now >= self._next_sweep:
