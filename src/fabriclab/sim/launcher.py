@@ -200,7 +200,7 @@ def _serve(
             sm_proc.terminate()
             try:
                 sm_proc.wait(5)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 sm_proc.kill()
         srv.close()
         inst.path.unlink(missing_ok=True)
