@@ -53,11 +53,19 @@ _pack_port_info = PORT_INFO.packer(
     "OperVLs",
     "PartEnforceInb",
     "PartEnforceOutb",
+    "FilterRawInb",
+    "FilterRawOutb",
+    "MkeyViolations",
+    "PkeyViolations",
+    "QkeyViolations",
+    "InitReply",
     "GuidCap",
     "ClientReregister",
     "McastPkeyTrapSuppressionEnabled",
     "SubnetTimeout",
     "RespTimeVal",
+    "LocalPhysErr",
+    "OverrunErr",
     "LinkSpeedExtActive2",
     "LinkSpeedExtSupported2",
     "LinkSpeedExtEnabled2",
@@ -69,6 +77,14 @@ _pack_port_info = PORT_INFO.packer(
 # A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
 # unit of PortXmitData/PortRcvData.
 MAD_WORDS = 72
+# What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
+# checks in both directions on every external port (fabriclab.sim.partitions.admit runs
+# them at the ingress and egress switch ports, by the port's PartEnforceInb/Outb), with
+# a P_Key table of PartitionEnforcementCap entries per external port (64, the table size
+# ibsim gives Mellanox switches).  Raw packets are never carried, so none are filtered:
+# FilterRawInbound/Outbound stay 0 (ibsim advertises them, switchinfo byte 16 = 0x30).
+PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
+FILTER_RAW = 0
 # SL-to-VL after reset: SL i on VL i for i < 15 (a table of 4-bit entries, 2 per byte).
 DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 
@@ -137,10 +153,10 @@ class SimSwitch:
                 "OptSLtoVLMapping": 1,
                 "LidsPerPort": 0,
                 "PartEnforceCap": c.part_enforce_cap,
-                "InboundPartEnf": 1,
-                "OutboundPartEnf": 1,
-                "FilterRawInbound": 1,
-                "FilterRawOutbound": 1,
+                "InboundPartEnf": PART_ENFORCE_IN,
+                "OutboundPartEnf": PART_ENFORCE_OUT,
+                "FilterRawInbound": FILTER_RAW,
+                "FilterRawOutbound": FILTER_RAW,
                 "EnhancedPort0": int(self.enhanced_port0),
                 "MulticastFDBTop": self.mft_top,
             }
@@ -157,29 +173,39 @@ class SimPort:
         "counters",
         "fabric_port",
         "fdr10_enabled",
+        "filter_raw_in",
+        "filter_raw_out",
         "gid_prefix",
         "guid",
         "guid_cap",
         "guids",
         "hoq_life",
+        "init_reply",
         "is_endport",
         "lid",
         "link_down_def",
         "lmc",
+        "local_phy_err",
         "mad_in",
         "mad_out",
         "mcast_pkey_trap",
         "mkey",
         "mkey_lease",
         "mkey_protect",
+        "mkey_violations",
         "neighbor_mtu",
         "node",
         "num",
         "op_vls",
+        "overrun_err",
+        "part_enf_in",
+        "part_enf_out",
         "peer",
         "phys",
         "pi",
+        "pkey_violations",
         "pkeys",
+        "qkey_violations",
         "resp_time",
         "sl2vl",
         "smlid",
@@ -244,6 +270,21 @@ class SimPort:
         self.resp_time = 16
         self.client_rereg = 0
         self.mcast_pkey_trap = 0
+        # Partition enforcement and raw filtering apply to switch external ports only
+        # (IBA Vol. 1, 14.2.5.6: reserved on other ports; OpenSM's osm_pkey_mgr.c passes
+        # only switch ports to pkey_mgr_enforce_partition).  fabriclab's switches power on
+        # enforcing on every external port (ibsim's start with it off: sim_net.c swport
+        # template, byte 43 = 0x40); the SM's PortInfo Set decides from then on - OpenSM
+        # sets it on CA-facing ports and clears it on inter-switch links.
+        self.part_enf_in = self.part_enf_out = 1 if switch_ext else 0
+        self.filter_raw_in = self.filter_raw_out = 0
+        # 16-bit violation counters (RW: the SM may clear them, 14.2.5.6)
+        self.mkey_violations = self.pkey_violations = self.qkey_violations = 0
+        # thresholds of LocalLinkIntegrityErrors / ExcessiveBufferOverrunErrors: 0 at
+        # power-on as in ibsim's port templates; OpenSM writes 8 (osm_link_mgr.c,
+        # OSM_DEFAULT_ERROR_THRESHOLD)
+        self.local_phy_err = self.overrun_err = 0
+        self.init_reply = 0
         self.cap_mask = 0 if switch_ext else caps.cap_mask
         self.cap_mask2 = 0 if switch_ext else caps.cap_mask2
         self.guid_cap = 0 if switch_ext else caps.guid_cap
@@ -280,7 +321,6 @@ class SimPort:
         caps = self.node.caps
         # the model holds what a port shows: its link's rate, or 4x SDR when it is down
         speed = m.speed if self.num else None
-        switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
             Mkey=self.mkey,
             GidPrefix=self.gid_prefix,
@@ -309,13 +349,21 @@ class SimPort:
             VLStallCount=self.vl_stall,
             HoqLife=self.hoq_life,
             OperVLs=self.op_vls,
-            PartEnforceInb=switch_ext,
-            PartEnforceOutb=switch_ext,
+            PartEnforceInb=self.part_enf_in,
+            PartEnforceOutb=self.part_enf_out,
+            FilterRawInb=self.filter_raw_in,
+            FilterRawOutb=self.filter_raw_out,
+            MkeyViolations=self.mkey_violations,
+            PkeyViolations=self.pkey_violations,
+            QkeyViolations=self.qkey_violations,
+            InitReply=self.init_reply,
             GuidCap=self.guid_cap,
             ClientReregister=self.client_rereg,
             McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
             SubnetTimeout=self.subnet_timeout,
             RespTimeVal=self.resp_time,
+            LocalPhysErr=self.local_phy_err,
+            OverrunErr=self.overrun_err,
             LinkSpeedExtActive2=speed.ext2 if speed else 0,
             LinkSpeedExtSupported2=self.speed_ext2_supported,
             LinkSpeedExtEnabled2=self.speed_ext2_enabled,
