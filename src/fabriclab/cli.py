@@ -442,6 +442,9 @@ def up(
         0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
     ),
     trays: int | None = TraysOpt,
+    cold: bool = typer.Option(
+        False, "--cold", help="Power on with no LIDs (0) until an SM assigns them."
+    ),
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
@@ -460,6 +463,7 @@ def up(
             sm_at=sm_at,
             verbose=verbose,
             detach=detach,
+            cold=cold,
         ),
         load=_cluster,
         say=_say,

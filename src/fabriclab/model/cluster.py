@@ -105,6 +105,7 @@ class Cluster:
     trays: list[Tray]
     domains: list[Domain]
     description: str = ""
+    cold_start: bool = False  # served with no LIDs until an SM assigns them (spec lids.power_on)
 
     def tray(self, host: str) -> Tray | None:
         """The tray of a host name, if there is one."""

@@ -43,6 +43,7 @@ class UpRequest:
     sm_at: str | None = None
     verbose: int = 0
     detach: bool = False
+    cold: bool = False  # ports power on with no LID until an SM assigns one
 
     @property
     def with_sm(self) -> bool:
@@ -62,6 +63,7 @@ class UpRequest:
             str(self.max_clients),
         ]
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
+        argv += ["--cold"] if self.cold else []
         return argv
 
 
@@ -152,6 +154,7 @@ def _serve(
         policy=policy,
         resolve=lambda text: cluster.locate(text, switches=True),
         default_port=start,
+        cold=req.cold or cluster.cold_start,
     )
     where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
     try:

@@ -6,7 +6,8 @@ and VL-arbitration tables, alias GUIDs and counters.  A fabric comes up the way 
 hardware does after power-on: every cabled port is physically up and logically INIT,
 nothing is routed, and the SM drives the rest.  Ports keep the LIDs of the spec's LID
 plan, as if a previous SM had assigned them; OpenSM keeps valid LIDs it finds, so the
-subnet comes up with the same LIDs every time.
+subnet comes up with the same LIDs every time.  A cold fabric (spec ``lids.power_on:
+cold``, ``fabriclab up --cold``) starts with no LIDs, and the SM assigns them.
 """
 
 from __future__ import annotations
@@ -462,9 +463,10 @@ class SimNode:
 
 
 class SimFabric:
-    """Every node and port of a fabric, wired as the model cables them."""
+    """Every node and port of a fabric, wired as the model cables them.  ``cold``: the
+    end ports power on with no LID, as real hardware does (see :meth:`power_on_cold`)."""
 
-    def __init__(self, fabric: Fabric):
+    def __init__(self, fabric: Fabric, cold: bool = False):
         self.fabric = fabric
         self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
         self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
@@ -473,6 +475,8 @@ class SimFabric:
                 if sp is not None and sp.fabric_port.peer is not None:
                     far = sp.fabric_port.peer
                     sp.peer = self.by_model[id(far.node)].ports[far.num]
+        if cold:
+            self.power_on_cold()
 
     def node_of(self, model: Node) -> SimNode:
         """The run-time node of a model node."""
@@ -481,3 +485,14 @@ class SimFabric:
     def port_of(self, model: Port) -> SimPort:
         """The run-time port of a model port."""
         return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]
+
+    def power_on_cold(self) -> None:
+        """Every end port as after a real power-on with no SM yet: LID 0, LMC 0, SM LID 0
+        (ibsim: its port templates hold LID 0 and SMLID 0 until an SM sets them, and
+        link_ports puts a cabled port in Init, sim_net.c).  Cabled ports are already
+        physically up and INIT."""
+        for sn in self.nodes:
+            for sp in sn.ports:
+                if sp is not None and sp.is_endport:
+                    sp.lid = sp.lmc = sp.smlid = 0
+                    sp.changed()
