@@ -442,6 +442,12 @@ def up(
         0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
     ),
     trays: int | None = TraysOpt,
+    cold: bool = typer.Option(
+        False, "--cold", help="Power on with no LIDs (0) until an SM assigns them."
+    ),
+    swap: list[str] | None = typer.Option(
+        None, "--swap", metavar="PORT,PORT", help="Serve these two cables' far ends swapped."
+    ),
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
@@ -460,10 +466,29 @@ def up(
             sm_at=sm_at,
             verbose=verbose,
             detach=detach,
+            cold=cold,
+            swaps=swap or [],
         ),
         load=_cluster,
         say=_say,
     )
+
+
+@app.command()
+def check(
+    spec: str = typer.Argument(..., help="The spec: the intended cabling."),
+    ib_file: Path = typer.Option(..., "--ibnetdiscover", help="ibnetdiscover output to check."),
+    trays: int | None = TraysOpt,
+) -> None:
+    """Compare discovered cabling with the spec: one line per wrong or missing cable
+    (both ends named); exit 1 when they differ."""
+    from .model.miswire import compare
+
+    lines = compare(_cluster(spec, trays).fabric, ibnetdiscover.parse_file(str(ib_file)).fabric)
+    for line in lines:
+        out.print(line, markup=False, soft_wrap=True)
+    if lines:
+        raise typer.Exit(1)
 
 
 @app.command()

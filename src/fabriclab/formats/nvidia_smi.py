@@ -39,8 +39,8 @@ FIELDS = {
     "gpu_bus_id": lambda g: pci_bus_id(g.index),
     "fabric.clusterUuid": lambda g: g.cluster_uuid,
     "fabric.cliqueId": lambda g: str(g.clique),
-    "fabric.state": lambda g: "Completed",
-    "fabric.status": lambda g: "Success",
+    "fabric.state": lambda g: g.fabric_state[0],
+    "fabric.status": lambda g: g.fabric_state[1],
 }
 
 
@@ -84,12 +84,15 @@ def render_q_fabric(tray: Tray) -> str:
     for g in tray.gpus:
         out.append(f"GPU {pci_bus_id(g.index)}\n")
         out.append("    Fabric\n")
-        out.append("        State                             : Completed\n")
-        out.append("        Status                            : Success\n")
+        state, status = g.fabric_state
+        out.append(f"        State                             : {state}\n")
+        out.append(f"        Status                            : {status}\n")
         out.append(f"        CliqueId                          : {g.clique}\n")
         out.append(f"        ClusterUUID                       : {g.cluster_uuid}\n")
         out.append("        Health\n")
-        out.append("            Bandwidth                     : N/A\n")
+        # healthMask DEGRADED_BW: a faulted GPU's bandwidth is degraded (nvml.h)
+        bandwidth = "Degraded" if g.nvlink_fault else "N/A"
+        out.append(f"            Bandwidth                     : {bandwidth}\n")
         out.append("\n")
     return "".join(out)
 

@@ -9,6 +9,9 @@ CAP_IS_NOTICE = 1 << 2
 CAP_IS_TRAP = 1 << 3
 CAP_IS_SL_MAP = 1 << 6
 CAP_IS_SYS_IMAGE_GUID = 1 << 11
+# IsPKeySwitchExternalPortTrapSupported: a switch sends trap 259 (OpenSM ib_types.h
+# IB_PORT_CAP_HAS_PKEY_SW_EXT_PORT_TRAP)
+CAP_IS_PKEY_SW_EXT_PORT_TRAP = 1 << 12
 CAP_IS_CABLE_INFO = 1 << 13
 CAP_IS_EXT_SPEEDS = 1 << 14
 CAP_IS_CAP_MASK2 = 1 << 15

@@ -45,7 +45,14 @@ def build(spec: Spec) -> Cluster:
     assign_lids(assembly.fabric, spec.lids, assembly.trays)
     _check_addresses(assembly)
     domains = nvlink_domains(spec, assembly.trays)
-    return Cluster(spec.name, assembly.fabric, assembly.trays, domains, spec.description)
+    return Cluster(
+        spec.name,
+        assembly.fabric,
+        assembly.trays,
+        domains,
+        spec.description,
+        cold_start=spec.lids.power_on == "cold",
+    )
 
 
 def _check_size(spec: Spec) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..errors import InputError, Problem
 from .fabric import Fabric, Node, Port
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -21,24 +22,47 @@ def host_and_hca(desc: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+# What NVML reports for a GPU whose NVLink fabric registration failed (nvmlGpuFabricInfo_t:
+# state NVML_GPU_FABRIC_STATE_COMPLETED, "status must be checked only if state returns
+# complete", status an nvmlReturn_t; go-nvml nvml.h).  The one public capture of a failed
+# GPU shows State Completed, Status "Insufficient Resources"
+# (NVML_ERROR_INSUFFICIENT_RESOURCES), CliqueId 0 and an all-zero ClusterUUID
+# (Azure/azhpc-images PR #506); healthSummary 2 = Unhealthy, DEGRADED_BW 1 = degraded.
+FABRIC_OK = ("Completed", "Success")
+FABRIC_FAULT = ("Completed", "Insufficient Resources")
+
+
 @dataclass
 class Gpu:
-    """One GPU of a tray, with the NVLink domain and user partition it is in."""
+    """One GPU of a tray, with the NVLink domain and user partition it is in, and
+    whether its NVLinks are faulted (then it is in no NVLink partition)."""
 
     tray: Tray
     index: int
     domain: Domain | None = None
     partition: int | None = None  # user NVLink partition id
+    nvlink_fault: bool = False
+
+    @property
+    def fabric_state(self) -> tuple[str, str]:
+        """NVML's fabric (state, status) as nvidia-smi prints them."""
+        return FABRIC_FAULT if self.nvlink_fault else FABRIC_OK
 
     @property
     def cluster_uuid(self) -> str:
-        """What NVML reports as the GPU's ClusterUuid: its domain's, else all zeros."""
+        """What NVML reports as the GPU's ClusterUuid: its domain's, else all zeros (no
+        domain, or its NVLinks faulted)."""
+        if self.nvlink_fault:
+            return ZERO_UUID
         return self.domain.cluster_uuid if self.domain else ZERO_UUID
 
     @property
     def clique(self) -> int:
-        """What NVML reports as the GPU's CliqueId: the user partition's id, else the
-        domain's default-partition clique, else 0 (a GPU in no partition)."""
+        """What NVML reports as the GPU's CliqueId: 0 for a faulted GPU, else the user
+        partition's id, else the domain's default-partition clique, else 0 (a GPU in no
+        partition)."""
+        if self.nvlink_fault:
+            return 0
         if self.partition is not None:
             return self.partition
         if self.domain is not None and self.domain.default_partition:
@@ -105,6 +129,7 @@ class Cluster:
     trays: list[Tray]
     domains: list[Domain]
     description: str = ""
+    cold_start: bool = False  # served with no LIDs until an SM assigns them (spec lids.power_on)
 
     def tray(self, host: str) -> Tray | None:
         """The tray of a host name, if there is one."""
@@ -116,6 +141,36 @@ class Cluster:
             cached = {t.host: t for t in self.trays}
             self._by_host = cached
         return cached
+
+    def nvlink_fault(self, host: str, gpus: list[int] | None = None) -> list[Gpu]:
+        """Fail the NVLinks of ``host``'s GPUs ``gpus`` (None: the whole tray), as a
+        tray's BMC fails an NVLink; the GPUs faulted.  Checked before anything changes."""
+        chosen = self._gpus(host, gpus)
+        for g in chosen:
+            g.nvlink_fault = True
+        return chosen
+
+    def nvlink_clear(self, host: str, gpus: list[int] | None = None) -> list[Gpu]:
+        """Clear the NVLink fault of ``host``'s GPUs ``gpus`` (None: the whole tray)."""
+        chosen = self._gpus(host, gpus)
+        for g in chosen:
+            g.nvlink_fault = False
+        return chosen
+
+    def _gpus(self, host: str, gpus: list[int] | None) -> list[Gpu]:
+        tray = self.tray(host)
+        if tray is None:
+            raise InputError([Problem(host, "no such tray")])
+        if not tray.gpus:
+            raise InputError([Problem(host, "the tray has no GPUs")])
+        if gpus is None:
+            return list(tray.gpus)
+        bad = [i for i in gpus if not 0 <= i < len(tray.gpus)]
+        if bad:
+            raise InputError(
+                [Problem(host, f"no GPU {bad[0]} (the tray has GPUs 0-{len(tray.gpus) - 1})")]
+            )
+        return [tray.gpus[i] for i in sorted(set(gpus))]
 
     def tiers(self) -> list[TierInfo]:
         """Switch counts and link counts per tier (1 = leaf)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import InputError, Problem
 from ..ib import simwire
+from ..model import miswire
 from ..model.cluster import Cluster
 from . import admission
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
@@ -43,6 +44,8 @@ class UpRequest:
     sm_at: str | None = None
     verbose: int = 0
     detach: bool = False
+    cold: bool = False  # ports power on with no LID until an SM assigns one
+    swaps: list[str] = field(default_factory=list)  # "A,B": cables miswired on purpose
 
     @property
     def with_sm(self) -> bool:
@@ -62,6 +65,8 @@ class UpRequest:
             str(self.max_clients),
         ]
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
+        argv += ["--cold"] if self.cold else []
+        argv += [a for s in self.swaps for a in ("--swap", s)]
         return argv
 
 
@@ -75,6 +80,11 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
         uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
     )
     cluster = load(req.spec, req.trays)
+    for pair in req.swaps:  # serve a miswired fabric: the spec stays the intended one
+        a, sep, b = pair.partition(",")
+        if not sep:
+            raise InputError([Problem("--swap", f"{pair!r}: give two ports, PORT,PORT")])
+        miswire.swap(cluster, a, b)
     try:
         already = Instance.load(req.name)
         raise InputError(
@@ -152,6 +162,7 @@ def _serve(
         policy=policy,
         resolve=lambda text: cluster.locate(text, switches=True),
         default_port=start,
+        cold=req.cold or cluster.cold_start,
     )
     where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
     try:

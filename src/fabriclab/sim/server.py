@@ -48,10 +48,11 @@ class FabricServer:
         resolve=None,
         default_port=None,
         policy: Policy | None = None,
+        cold: bool = False,
     ):
         self.name = name
         self.stats = Stats()
-        self.sim = SimFabric(fabric)
+        self.sim = SimFabric(fabric, cold=cold)
         self.router = Router()
         self.transport = Transport(
             name, listen, policy or Policy(), self.stats, RateLimitedLog(log)

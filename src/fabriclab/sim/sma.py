@@ -22,7 +22,7 @@ from ..ib.mad.consts import (
     Method,
 )
 from ..ib.mad.layouts import GUID_INFO, GUIDS_PER_BLOCK, MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
-from .state import DEFAULT_SL2VL, SimPort
+from .state import DEFAULT_SL2VL, FILTER_RAW, SimPort
 
 Reply = tuple[int, bytes]
 Handler = Callable[[SimPort, int, int, bytes], Reply]  # (port, method, modifier, data)
@@ -97,6 +97,11 @@ _PORT_STATE_SET = frozenset(
 )
 
 
+# The PortInfo components an SM may write (IBA Vol. 1, 14.2.5.6, the PortInfo table's RW
+# components; the rest - capabilities, Supported/Active, LocalPortNum, DiagCode, GUIDCap,
+# RespTimeValue, MaxCreditHint, LinkRoundTripLatency - are read-only).  OpenSM writes
+# them from its copy of the port's PortInfo (osm_link_mgr.c, osm_pkey_mgr.c), so each
+# one must read back as set.
 _SETTABLE = (
     "Mkey",
     "GidPrefix",
@@ -121,6 +126,16 @@ _SETTABLE = (
     "SubnetTimeout",
     "LinkSpeedExtEnabled2",
     "LinkSpeedExtEnabled",
+    "PartEnforceInb",
+    "PartEnforceOutb",
+    "FilterRawInb",
+    "FilterRawOutb",
+    "MkeyViolations",
+    "PkeyViolations",
+    "QkeyViolations",
+    "InitReply",
+    "LocalPhysErr",
+    "OverrunErr",
 )
 _read_settable = PORT_INFO.getter(*_SETTABLE)
 
@@ -161,6 +176,16 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
         subnet_timeout,
         ext2,
         ext,
+        enf_in,
+        enf_out,
+        raw_in,
+        raw_out,
+        mkey_viol,
+        pkey_viol,
+        qkey_viol,
+        init_reply,
+        local_phy_err,
+        overrun_err,
     ) = _read_settable(data)
     # --- validate
     if state not in _PORT_STATE_SET or phys not in (0, _POLLING, _DISABLED):
@@ -193,6 +218,14 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
     if op_vls:
         p.op_vls = op_vls
     p.vl_high_limit, p.hoq_life, p.vl_stall = vl_high_limit, hoq_life, vl_stall
+    p.mkey_violations, p.pkey_violations, p.qkey_violations = mkey_viol, pkey_viol, qkey_viol
+    p.init_reply, p.local_phy_err, p.overrun_err = init_reply, local_phy_err, overrun_err
+    if p.node.is_switch and p.num != 0:
+        # enforcement and raw filtering exist on switch external ports only (14.2.5.6:
+        # reserved elsewhere); raw filtering only where SwitchInfo offers it
+        p.part_enf_in, p.part_enf_out = enf_in, enf_out
+        if FILTER_RAW:
+            p.filter_raw_in, p.filter_raw_out = raw_in, raw_out
     p.pi = None
     if p.num != 0:
         events = sma.events

@@ -6,7 +6,8 @@ and VL-arbitration tables, alias GUIDs and counters.  A fabric comes up the way 
 hardware does after power-on: every cabled port is physically up and logically INIT,
 nothing is routed, and the SM drives the rest.  Ports keep the LIDs of the spec's LID
 plan, as if a previous SM had assigned them; OpenSM keeps valid LIDs it finds, so the
-subnet comes up with the same LIDs every time.
+subnet comes up with the same LIDs every time.  A cold fabric (spec ``lids.power_on:
+cold``, ``fabriclab up --cold``) starts with no LIDs, and the SM assigns them.
 """
 
 from __future__ import annotations
@@ -53,11 +54,19 @@ _pack_port_info = PORT_INFO.packer(
     "OperVLs",
     "PartEnforceInb",
     "PartEnforceOutb",
+    "FilterRawInb",
+    "FilterRawOutb",
+    "MkeyViolations",
+    "PkeyViolations",
+    "QkeyViolations",
+    "InitReply",
     "GuidCap",
     "ClientReregister",
     "McastPkeyTrapSuppressionEnabled",
     "SubnetTimeout",
     "RespTimeVal",
+    "LocalPhysErr",
+    "OverrunErr",
     "LinkSpeedExtActive2",
     "LinkSpeedExtSupported2",
     "LinkSpeedExtEnabled2",
@@ -69,6 +78,14 @@ _pack_port_info = PORT_INFO.packer(
 # A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
 # unit of PortXmitData/PortRcvData.
 MAD_WORDS = 72
+# What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
+# checks in both directions on every external port (fabriclab.sim.partitions.admit runs
+# them at the ingress and egress switch ports, by the port's PartEnforceInb/Outb), with
+# a P_Key table of PartitionEnforcementCap entries per external port (64, the table size
+# ibsim gives Mellanox switches).  Raw packets are never carried, so none are filtered:
+# FilterRawInbound/Outbound stay 0 (ibsim advertises them, switchinfo byte 16 = 0x30).
+PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
+FILTER_RAW = 0
 # SL-to-VL after reset: SL i on VL i for i < 15 (a table of 4-bit entries, 2 per byte).
 DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 
@@ -137,10 +154,10 @@ class SimSwitch:
                 "OptSLtoVLMapping": 1,
                 "LidsPerPort": 0,
                 "PartEnforceCap": c.part_enforce_cap,
-                "InboundPartEnf": 1,
-                "OutboundPartEnf": 1,
-                "FilterRawInbound": 1,
-                "FilterRawOutbound": 1,
+                "InboundPartEnf": PART_ENFORCE_IN,
+                "OutboundPartEnf": PART_ENFORCE_OUT,
+                "FilterRawInbound": FILTER_RAW,
+                "FilterRawOutbound": FILTER_RAW,
                 "EnhancedPort0": int(self.enhanced_port0),
                 "MulticastFDBTop": self.mft_top,
             }
@@ -157,29 +174,39 @@ class SimPort:
         "counters",
         "fabric_port",
         "fdr10_enabled",
+        "filter_raw_in",
+        "filter_raw_out",
         "gid_prefix",
         "guid",
         "guid_cap",
         "guids",
         "hoq_life",
+        "init_reply",
         "is_endport",
         "lid",
         "link_down_def",
         "lmc",
+        "local_phy_err",
         "mad_in",
         "mad_out",
         "mcast_pkey_trap",
         "mkey",
         "mkey_lease",
         "mkey_protect",
+        "mkey_violations",
         "neighbor_mtu",
         "node",
         "num",
         "op_vls",
+        "overrun_err",
+        "part_enf_in",
+        "part_enf_out",
         "peer",
         "phys",
         "pi",
+        "pkey_violations",
         "pkeys",
+        "qkey_violations",
         "resp_time",
         "sl2vl",
         "smlid",
@@ -244,6 +271,21 @@ class SimPort:
         self.resp_time = 16
         self.client_rereg = 0
         self.mcast_pkey_trap = 0
+        # Partition enforcement and raw filtering apply to switch external ports only
+        # (IBA Vol. 1, 14.2.5.6: reserved on other ports; OpenSM's osm_pkey_mgr.c passes
+        # only switch ports to pkey_mgr_enforce_partition).  fabriclab's switches power on
+        # enforcing on every external port (ibsim's start with it off: sim_net.c swport
+        # template, byte 43 = 0x40); the SM's PortInfo Set decides from then on - OpenSM
+        # sets it on CA-facing ports and clears it on inter-switch links.
+        self.part_enf_in = self.part_enf_out = 1 if switch_ext else 0
+        self.filter_raw_in = self.filter_raw_out = 0
+        # 16-bit violation counters (RW: the SM may clear them, 14.2.5.6)
+        self.mkey_violations = self.pkey_violations = self.qkey_violations = 0
+        # thresholds of LocalLinkIntegrityErrors / ExcessiveBufferOverrunErrors: 0 at
+        # power-on as in ibsim's port templates; OpenSM writes 8 (osm_link_mgr.c,
+        # OSM_DEFAULT_ERROR_THRESHOLD)
+        self.local_phy_err = self.overrun_err = 0
+        self.init_reply = 0
         self.cap_mask = 0 if switch_ext else caps.cap_mask
         self.cap_mask2 = 0 if switch_ext else caps.cap_mask2
         self.guid_cap = 0 if switch_ext else caps.guid_cap
@@ -280,7 +322,6 @@ class SimPort:
         caps = self.node.caps
         # the model holds what a port shows: its link's rate, or 4x SDR when it is down
         speed = m.speed if self.num else None
-        switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
             Mkey=self.mkey,
             GidPrefix=self.gid_prefix,
@@ -309,13 +350,21 @@ class SimPort:
             VLStallCount=self.vl_stall,
             HoqLife=self.hoq_life,
             OperVLs=self.op_vls,
-            PartEnforceInb=switch_ext,
-            PartEnforceOutb=switch_ext,
+            PartEnforceInb=self.part_enf_in,
+            PartEnforceOutb=self.part_enf_out,
+            FilterRawInb=self.filter_raw_in,
+            FilterRawOutb=self.filter_raw_out,
+            MkeyViolations=self.mkey_violations,
+            PkeyViolations=self.pkey_violations,
+            QkeyViolations=self.qkey_violations,
+            InitReply=self.init_reply,
             GuidCap=self.guid_cap,
             ClientReregister=self.client_rereg,
             McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
             SubnetTimeout=self.subnet_timeout,
             RespTimeVal=self.resp_time,
+            LocalPhysErr=self.local_phy_err,
+            OverrunErr=self.overrun_err,
             LinkSpeedExtActive2=speed.ext2 if speed else 0,
             LinkSpeedExtSupported2=self.speed_ext2_supported,
             LinkSpeedExtEnabled2=self.speed_ext2_enabled,
@@ -414,9 +463,10 @@ class SimNode:
 
 
 class SimFabric:
-    """Every node and port of a fabric, wired as the model cables them."""
+    """Every node and port of a fabric, wired as the model cables them.  ``cold``: the
+    end ports power on with no LID, as real hardware does (see :meth:`power_on_cold`)."""
 
-    def __init__(self, fabric: Fabric):
+    def __init__(self, fabric: Fabric, cold: bool = False):
         self.fabric = fabric
         self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
         self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
@@ -425,6 +475,8 @@ class SimFabric:
                 if sp is not None and sp.fabric_port.peer is not None:
                     far = sp.fabric_port.peer
                     sp.peer = self.by_model[id(far.node)].ports[far.num]
+        if cold:
+            self.power_on_cold()
 
     def node_of(self, model: Node) -> SimNode:
         """The run-time node of a model node."""
@@ -433,3 +485,14 @@ class SimFabric:
     def port_of(self, model: Port) -> SimPort:
         """The run-time port of a model port."""
         return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]
+
+    def power_on_cold(self) -> None:
+        """Every end port as after a real power-on with no SM yet: LID 0, LMC 0, SM LID 0
+        (ibsim: its port templates hold LID 0 and SMLID 0 until an SM sets them, and
+        link_ports puts a cabled port in Init, sim_net.c).  Cabled ports are already
+        physically up and INIT."""
+        for sn in self.nodes:
+            for sp in sn.ports:
+                if sp is not None and sp.is_endport:
+                    sp.lid = sp.lmc = sp.smlid = 0
+                    sp.changed()

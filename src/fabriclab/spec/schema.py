@@ -461,6 +461,10 @@ class LidPlan(_Strict):
 
     switch_base: Lid = 1
     ca_base: Lid | None = None  # default: 100, or the next hundred above the switches
+    # What a served fabric's ports hold at power-on: ``plan``, the plan's LIDs, as if a
+    # previous SM had assigned them; ``cold``, no LID (0) and no SM LID until an SM
+    # assigns them, as real hardware after power-on (``fabriclab up --cold`` likewise).
+    power_on: Literal["plan", "cold"] = "plan"
 
 
 class Spec(_Strict):
