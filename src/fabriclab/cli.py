@@ -197,7 +197,14 @@ class RenderFormat(str, Enum):
     nvidia_smi = "nvidia-smi"
 
 
-RdmaCore = Enum("RdmaCore", {f"v{r}": str(r) for r in rdma_core.RELEASES}, type=str)
+class RdmaCore(str, Enum):
+    """The rdma-core releases whose output the renderers can follow (formats.rdma_core)."""
+
+    v44 = "44"
+    v56 = "56"
+
+
+assert tuple(int(r.value) for r in RdmaCore) == rdma_core.RELEASES
 
 
 @app.command()
