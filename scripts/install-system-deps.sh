@@ -3,12 +3,16 @@
 #   ibsim-utils, libumad2sim0  - OFA's fabric simulator and its umad preload library
 #   infiniband-diags, opensm   - the real ibnetdiscover/ibstat/perfquery/... and subnet manager
 #   slurmctld, slurmd, slurm-client, munge
-#                              - a real Slurm (22.05) that loads fabriclab's topology.conf
+#                              - a real Slurm (22.05 or 24.11) that loads fabriclab's topology.conf
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
+# plus any package named on the command line (scripts/debian13-root.sh asks for debootstrap).
+# The names are the same on Debian 12 (bookworm) and Debian 13 (trixie); none of the
+# libraries renamed for the 64-bit time_t transition (libibnetdisc5 -> libibnetdisc5t64)
+# is named here, apt pulls in whichever the release has.
 # Already-installed packages are skipped, so a second run does nothing.
 set -euo pipefail
 
-packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge)
+packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge "$@")
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+from toolsets import SYSTEM, ToolSet
+
 from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster
 from fabriclab.sim import records, tools
@@ -48,16 +50,16 @@ class Fabric:
         timeout: float = 120,
         check: bool = True,
         extra_env: dict | None = None,
+        tools: ToolSet = SYSTEM,
     ) -> subprocess.CompletedProcess:
-        """Run a real tool attached at ``node`` (HOST, HOST:HCA, a CA or switch)."""
+        """Run a real tool attached at ``node`` (HOST, HOST:HCA, a CA or switch), from
+        ``tools`` (the system's by default, or the Debian 13 root's)."""
         env = self.tool_env(node)
         env.update(extra_env or {})
-        r = subprocess.run(
-            list(argv), env=env, cwd=self.workdir, capture_output=True, text=True, timeout=timeout
-        )
+        r = tools.run(argv, env, self.workdir, timeout=timeout)
         if check and r.returncode != 0:
             raise AssertionError(
-                f"{' '.join(argv)} at {node} exited {r.returncode}:\n"
+                f"{' '.join(argv)} at {node} ({tools}) exited {r.returncode}:\n"
                 f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
             )
         return r

@@ -1,4 +1,4 @@
-"""Run a real Slurm cluster (Debian slurm-wlm 22.05) on this one machine, for tests.
+"""Run a real Slurm cluster (Debian slurm-wlm 22.05 or 24.11) on this one machine, for tests.
 
 One ``slurmctld`` plus one ``slurmd -N <node>`` per emulated node; every node has
 ``NodeAddr=127.0.0.1`` and a port of its own, so no network namespaces are needed.
@@ -54,6 +54,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from versions import slurm as slurm_version
+
 from fabriclab.spec import hostlist
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "sinfo", "scancel")
@@ -64,6 +66,12 @@ _PR_SET_PDEATHSIG = 1
 _LOCK_FILE = Path(tempfile.gettempdir()) / "fabriclab-slurm-ports.lock"
 # a unix socket path (slurmstepd's <spool>/<node>_<job>.<step>) must fit in sun_path (108)
 _SUN_PATH_MAX = 107
+# slurmd 24.11 loads a cgroup plugin even with proctrack/linuxproc and task/none, and dies
+# where it finds no cgroup hierarchy it can use (a chroot, or a cgroup v2 host without
+# systemd delegation); cgroup.conf's CgroupPlugin=disabled (cgroup.conf(5) of 24.05 and
+# 24.11) stops that.  22.05 rejects the value ("Couldn't find the specified plugin name
+# for disabled"), so the line is written for the releases that know it.
+_CGROUP_DISABLED_SINCE = (24, 5)
 
 
 class SlurmError(RuntimeError):
@@ -645,6 +653,8 @@ def _write_configs(
     conf = etc / "slurm.conf"
     conf.write_text("\n".join(lines) + "\n")
     (etc / "topology.conf").write_text(topology_conf)
+    if slurm_version() >= _CGROUP_DISABLED_SINCE:
+        (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     if gpus:
         dev = workdir / "dev"
         dev.mkdir(exist_ok=True)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import FabriclabError, InputError, Problem, SpecError, shown
-from .formats import ibnetdiscover, ibsim_net, nvidia_smi
+from .formats import ibnetdiscover, ibsim_net, nvidia_smi, rdma_core
 from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster
@@ -197,6 +197,9 @@ class RenderFormat(str, Enum):
     nvidia_smi = "nvidia-smi"
 
 
+RdmaCore = Enum("RdmaCore", {f"v{r}": str(r) for r in rdma_core.RELEASES}, type=str)
+
+
 @app.command()
 def render(
     spec: str = typer.Argument(..., help="A spec YAML file or a preset name."),
@@ -213,6 +216,12 @@ def render(
         False, "-m", "--max-hops", help="ibnetdiscover -m: report hops and MADs."
     ),
     trays: int | None = TraysOpt,
+    rdma_core_release: RdmaCore | None = typer.Option(
+        None,
+        "--rdma-core",
+        help="ibnetdiscover: print as this rdma-core release does (44: Debian 12, 56: Debian "
+        "13; they differ on XDR links); default: the installed one's.",
+    ),
     tool_args: list[str] | None = typer.Argument(
         None,
         help="After --: the tool's own arguments (nvidia-smi: --query-gpu=… --format=csv[,noheader], or -q).",
@@ -239,10 +248,13 @@ def render(
     port, problem = c.locate(from_)
     if port is None:
         raise InputError([Problem("--from", problem or "no such node")])
+    release = rdma_core.release(int(rdma_core_release.value) if rdma_core_release else None)
     if format == RenderFormat.ibnetdiscover:
-        text = ibnetdiscover.render(c.fabric, port, now=_now(), report_max_hops=max_hops)
+        text = ibnetdiscover.render(
+            c.fabric, port, now=_now(), report_max_hops=max_hops, rdma_core=release
+        )
     else:
-        text = ibnetdiscover.render_ports(c.fabric, port)
+        text = ibnetdiscover.render_ports(c.fabric, port, rdma_core=release)
     _write(text, output)
 
 
