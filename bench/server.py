@@ -2,13 +2,16 @@
 
 A two-tier fabric of 2,048 HCAs and 96 switches (512 trays x 4 HCAs; 64 leaves, 32
 spines; Quantum-2 radix) is served by ``ibsim`` (from fabriclab's net file) and by
-``fabriclab up``.  For each, on a freshly started server:
+``fabriclab up``.  Every ibsim release at hand is measured: the system's, and on a machine
+older than Debian 13 also Debian 13's ibsim 0.12 from the root scripts/debian13-root.sh
+makes (run as root; chroot).  The clients (OpenSM, ibnetdiscover) are the system's for all
+servers.  For each, on a freshly started server:
 
 - the real OpenSM (``opensm -o``: configure once, exit) from start to SUBNET UP;
 - then the real ``ibnetdiscover``, a full discovery, several times.
 
-Rounds alternate between the two servers; figures are medians.  The ratio is
-fabriclab / ibsim: below 1.0 means fabriclab is faster.
+Rounds alternate between the servers; figures are medians.  The ratio is
+fabriclab / ibsim, for each ibsim: below 1.0 means fabriclab is faster.
 
 ``--scale`` also brings up gb200-su scaled to larger fabrics with OpenSM, and reports
 the largest that reaches SUBNET UP within 5 minutes (it takes a long time).
@@ -123,16 +126,47 @@ class Server:
 
 
 class Ibsim(Server):
-    label = "ibsim"
+    """An ibsim: the system's (``root`` None) or a root's, run there with ``chroot``."""
 
-    def __init__(self, net: Path, limits: list[str]):
-        self.net, self.limits = net, limits
+    def __init__(self, net: Path, limits: list[str], root: Path | None = None):
+        self.limits, self.root = limits, root
+        self.prefix = ["chroot", str(root), "env", "-i"] if root else []
+        if root:  # the net file where the root's ibsim can read it
+            self.own = Path(tempfile.mkdtemp(prefix="fl-bench-", dir=root / "tmp"))
+            shutil.copy(net, self.own / net.name)
+            net = Path("/") / (self.own / net.name).relative_to(root)
+        self.net = net
+        out = subprocess.run(
+            [*self.prefix, "ibsim", "-h"], capture_output=True, text=True, timeout=60
+        )
+        self.label = (out.stdout + out.stderr).strip().splitlines()[-1]  # "ibsim 0.10"
 
     def argv(self, name: str) -> list[str]:
-        return ["ibsim", "-s", "-n", *self.limits, str(self.net)]
+        env = [f"IBSIM_SOCKNAME={name}"] if self.root else []
+        return [*self.prefix, *env, "ibsim", "-s", "-n", *self.limits, str(self.net)]
 
     def env(self, name: str) -> dict:
         return {**os.environ, "IBSIM_SOCKNAME": name}
+
+    def close(self) -> None:
+        if self.root:
+            shutil.rmtree(self.own, ignore_errors=True)
+
+
+def _ibsims(net: Path, limits: list[str]) -> list[Ibsim]:
+    """The system's ibsim, and Debian 13's from its root when the system's is older."""
+    out = [Ibsim(net, limits)]
+    if tuple(map(int, out[0].label.split()[-1].split("."))) >= (0, 12):
+        return out
+    if os.geteuid() != 0:
+        print("ibsim 0.12: not measured (the Debian 13 root needs root)")
+        return out
+    script = Path(__file__).resolve().parent.parent / "scripts" / "debian13-root.sh"
+    r = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise SystemExit(f"scripts/debian13-root.sh failed: {r.stderr[-500:]}")
+    out.append(Ibsim(net, limits, Path(r.stdout.split()[-1])))
+    return out
 
 
 class Fabriclab(Server):
@@ -171,12 +205,13 @@ def compare(rounds: int, discoveries: int) -> None:
         f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
         f"{len(fabric.switches())} switches, {fabric.link_count()} links"
     )
-    servers = [Ibsim(net, ibsim_net.limits(fabric).args()), Fabriclab(str(spec_file), work)]
+    ibsims = _ibsims(net, ibsim_net.limits(fabric).args())
+    servers = [*ibsims, Fabriclab(str(spec_file), work)]
     sm: dict[str, list[float]] = {s.label: [] for s in servers}
     disc: dict[str, list[float]] = {s.label: [] for s in servers}
     for r in range(rounds):
-        for s in servers:
-            name = f"flbench{os.getpid()}{s.label}{r}"
+        for i, s in enumerate(servers):
+            name = f"flbench{os.getpid()}x{i}x{r}"
             s.start(name)
             try:
                 sm[s.label].append(_opensm(name, host, work))
@@ -187,11 +222,15 @@ def compare(rounds: int, discoveries: int) -> None:
             finally:
                 s.stop()
     for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
-        a, b = statistics.median(data["ibsim"]), statistics.median(data["fabriclab"])
-        print(
-            f"{what:28s} ibsim {a:6.2f} s   fabriclab {b:6.2f} s   ratio {b / a:4.2f} "
-            f"(goal <= 1.0)   [{len(data['ibsim'])} runs each, median]"
-        )
+        b = statistics.median(data["fabriclab"])
+        for sim in ibsims:
+            a = statistics.median(data[sim.label])
+            print(
+                f"{what:28s} {sim.label:10s} {a:6.2f} s   fabriclab {b:6.2f} s   "
+                f"ratio {b / a:4.2f} (goal <= 1.0)   [{len(data[sim.label])} runs each, median]"
+            )
+    for sim in ibsims:
+        sim.close()
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,4 +1,5 @@
-"""Run the real OFA tools (Debian ibsim, opensm, infiniband-diags) against a net file.
+"""Run the real OFA tools (Debian ibsim, opensm, infiniband-diags) against a net file,
+from the system or from another tool set (tests/toolsets.py: the Debian 13 root's).
 
 Each session gets its own IBSIM_SOCKNAME, so tests can run side by side; every process
 started here is stopped when the session ends.
@@ -13,6 +14,8 @@ import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from toolsets import SYSTEM, ToolSet
 
 from fabriclab.ib import simwire
 from fabriclab.sim import procfs
@@ -30,9 +33,10 @@ def missing_tools() -> list[str]:
 
 
 class IbsimSession:
-    def __init__(self, workdir: Path, sockname: str):
+    def __init__(self, workdir: Path, sockname: str, tools: ToolSet = SYSTEM):
         self.workdir = workdir
         self.sockname = sockname
+        self.tools = tools
 
     def env(self, host: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -47,19 +51,16 @@ class IbsimSession:
 
     def run(self, host: str, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a real tool as if on ``host`` (a node id or description in the net file)."""
-        return subprocess.run(
-            list(argv),
-            env=self.env(host),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=self.workdir,
-        )
+        return self.tools.run(argv, self.env(host), self.workdir, timeout=timeout)
 
     def opensm_once(self, host: str, timeout: float = 300) -> str:
         """One opensm sweep from ``host`` (``-o``: exit after the sweep); its log."""
-        log = self.workdir / "opensm.log"
-        r = self.run(host, "opensm", "-o", "-e", "-f", str(log), "-d", "0", timeout=timeout)
+        there, inside = self.tools.workdir(self.workdir)
+        name = f"opensm-{self.sockname}.log"
+        r = self.run(
+            host, "opensm", "-o", "-e", "-f", f"{inside}/{name}", "-d", "0", timeout=timeout
+        )
+        log = there / name
         text = log.read_text() if log.exists() else ""
         if "SUBNET UP" not in text:
             raise AssertionError(
@@ -70,13 +71,21 @@ class IbsimSession:
 
 
 @contextmanager
-def ibsim(netfile: Path, workdir: Path, extra_args: list[str] | None = None):
-    """Start the Debian ibsim on ``netfile``; yield a session for running tools."""
+def ibsim(
+    netfile: Path, workdir: Path, extra_args: list[str] | None = None, tools: ToolSet = SYSTEM
+):
+    """Start ``tools``' ibsim (the system's: Debian's) on ``netfile``; yield a session
+    for running that set's tools."""
     sockname = f"fltest{os.getpid()}x{next(_counter)}"
+    there, inside = tools.workdir(workdir)
+    if there != workdir:  # the net file where that set's ibsim can read it
+        shutil.copy(netfile, there / f"{sockname}.net")
+        netfile = Path(inside) / f"{sockname}.net"
     log = open(workdir / "ibsim.log", "w")
-    proc = subprocess.Popen(
+    proc = tools.popen(
         ["ibsim", "-s", "-n", *(extra_args or []), str(netfile)],
-        env={**os.environ, "IBSIM_SOCKNAME": sockname},
+        {**os.environ, "IBSIM_SOCKNAME": sockname},
+        workdir,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -89,7 +98,7 @@ def ibsim(netfile: Path, workdir: Path, extra_args: list[str] | None = None):
                     f"ibsim did not start: {(workdir / 'ibsim.log').read_text()[-2000:]}"
                 )
             time.sleep(0.02)
-        yield IbsimSession(workdir, sockname)
+        yield IbsimSession(workdir, sockname, tools)
     finally:
         proc.terminate()
         try:

@@ -41,50 +41,55 @@ class ToolSet:
     def __str__(self) -> str:
         return f"{self.name} (rdma-core {self.rdma_core}, ibsim {'.'.join(map(str, self.ibsim))})"
 
-    @functools.cached_property
-    def _work(self) -> tuple[Path, str]:
-        return debian13.scratch("tools")
-
     def workdir(self, default: Path) -> tuple[Path, str]:
-        """A directory the tools may write to: (host path, path the tools see)."""
+        """The directory these tools use for ``default`` (a test's own directory): (host
+        path, path the tools see).  The system's set uses ``default`` itself; the root's a
+        scratch directory of the root, one per ``default``, so that what a tool leaves
+        there (OpenSM's LID cache, say) stays with the test that made it."""
         if self.root is None:
             return default, str(default)
-        return self._work
+        key = (self.name, Path(default))
+        if key not in _workdirs:
+            _workdirs[key] = debian13.scratch("tools")
+        return _workdirs[key]
 
-    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+    def env(self, env: Mapping[str, str], cwd: Path) -> dict[str, str]:
         """``env`` as the tools get it: all of it on the system; in the root only what
-        attaches a tool (the host's PATH and the like mean nothing there)."""
+        attaches a tool (the host's PATH and the like mean nothing there), with OpenSM's
+        directories moved to the root's side of ``cwd``."""
         if self.root is None:
             return dict(env)
         out = {k: v for k, v in env.items() if k.startswith(_TOOL_ENV)}
-        for k in ("OSM_TMP_DIR", "OSM_CACHE_DIR"):  # host paths: OpenSM's files go to scratch
+        for k in ("OSM_TMP_DIR", "OSM_CACHE_DIR"):
             if k in out:
-                out[k] = self._work[1]
+                out[k] = self.workdir(cwd)[1]
         return out
 
     def run(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float = 120
     ) -> subprocess.CompletedProcess:
-        """Run a tool with ``env``; ``cwd`` is used by the system's set only (the root's
-        tools run in a scratch directory of the root)."""
+        """Run a tool with ``env`` in ``cwd`` (the root's set: in its side of ``cwd``)."""
         if self.root is None:
             return subprocess.run(
                 list(argv),
-                env=self.env(env),
+                env=self.env(env, cwd),
                 cwd=cwd,
                 capture_output=True,
                 text=True,
                 timeout=timeout,
             )
-        return debian13.run(argv, env=self.env(env), cwd=self._work[1], timeout=timeout)
+        inner = self.workdir(cwd)[1]
+        return debian13.run(argv, env=self.env(env, cwd), cwd=inner, timeout=timeout)
 
     def popen(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, **kw):
         """Start a tool (a server such as ibsim) with ``env``; ``kw`` to Popen."""
         if self.root is None:
-            return subprocess.Popen(list(argv), env=self.env(env), cwd=cwd, **kw)
-        return debian13.popen(argv, env=self.env(env), cwd=self._work[1], **kw)
+            return subprocess.Popen(list(argv), env=self.env(env, cwd), cwd=cwd, **kw)
+        inner = self.workdir(cwd)[1]
+        return debian13.popen(argv, env=self.env(env, cwd), cwd=inner, **kw)
 
 
+_workdirs: dict[tuple[str, Path], tuple[Path, str]] = {}
 SYSTEM = ToolSet("system", None)
 
 
