@@ -703,6 +703,7 @@ def _write_configs(
     loopback: bool,
     max_switch_wait: int,
     plugin: str,
+    return_to_service: int,
 ) -> Path:
     etc = workdir / "etc"
     at = place.path(workdir)  # the work directory as the daemons see it
@@ -747,7 +748,7 @@ def _write_configs(
         # --switches without @time waits at most max_switch_wait; schedule often
         f"SchedulerParameters=max_switch_wait={max_switch_wait},sched_interval=1,bf_interval=1",
         f"TopologyPlugin={plugin}",
-        "ReturnToService=2",
+        f"ReturnToService={return_to_service}",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
         "InactiveLimit=0",
@@ -798,6 +799,7 @@ def slurm_cluster(
     timeout: float = 60,
     max_switch_wait: int = 10,
     auth: str = "auto",
+    return_to_service: int = 2,
     plugin: str = "topology/tree",
     root: Path | None = None,
 ) -> Iterator[SlurmCluster]:
@@ -811,6 +813,9 @@ def slurm_cluster(
     ``max_switch_wait`` (seconds) is how long a ``--switches`` job without ``@time`` may
     wait for its switch count.  ``auth`` is ``"none"``, ``"munge"`` or ``"auto"`` (none
     when the host name resolves to loopback, so that everything binds 127.0.0.1).
+    ``return_to_service`` is slurm.conf's ReturnToService: with 2 a node set DOWN by
+    ``scontrol update`` comes back when slurmctld next asks it to register (it asks DOWN
+    nodes at its ping interval), with 1 it stays DOWN until resumed.
     """
     place = Place(Path(root).resolve() if root is not None else None)
     missing = place.missing(SLURM_BINARIES)
@@ -890,6 +895,7 @@ def slurm_cluster(
                 loopback=loopback,
                 max_switch_wait=max_switch_wait,
                 plugin=plugin,
+                return_to_service=return_to_service,
             )
             env["SLURM_CONF"] = place.path(conf)
             sup = _Supervisor(env, workdir, workdir / "log" / "supervisor.log")

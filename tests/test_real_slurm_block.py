@@ -60,8 +60,16 @@ def start(spec: str, tmp: Path, tag: str) -> Iterator[tuple[SlurmCluster, str]]:
     hosts = [node for block in parse_blocks(conf) for node in block.nodes]
     root = slurm_root()
     workdir = debian13.scratch(tag)[0] if root is not None else tmp
+    # ReturnToService=1: a tray set DOWN stays down (test_a_drained_or_down_tray…)
     with slurm_cluster(
-        hosts, conf, workdir, plugin="topology/block", root=root, cpus=2, timeout=240
+        hosts,
+        conf,
+        workdir,
+        plugin="topology/block",
+        root=root,
+        cpus=2,
+        timeout=240,
+        return_to_service=1,
     ) as c:
         yield c, conf
 
