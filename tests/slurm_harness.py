@@ -9,6 +9,13 @@ Typical use::
         job = c.submit(2, switches=1)
         print(c.wait_running(job, timeout=20))      # "n[1-2]"
 
+The Slurm may be the system's, or that of a Debian tree (``root``: Debian 13's 24.11 on a
+Debian 12 machine, tests/debian13.py), whose programs run under ``chroot`` with /proc
+mounted for them alone (``unshare --mount-proc``: slurmctld and slurmd readlink
+/proc/self/exe); the work directory must then lie in the tree, and the configs name the
+tree's paths.  ``plugin`` picks topology/tree or topology/block (Slurm >= 23.11);
+``blocks`` parses the block view of ``scontrol show topology``.
+
 No pytest inside.  Everything started here is stopped when the
 ``with`` block ends, however it ends: jobs are cancelled, the daemons get SIGTERM and
 then SIGKILL, and leftover ``slurmstepd`` processes (and the job processes under them)
@@ -74,13 +81,68 @@ _SUN_PATH_MAX = 107
 _CGROUP_DISABLED_SINCE = (24, 5)
 
 
+_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# what a command in a tree gets of this process's environment (``env -i`` drops the rest)
+_PASSED = ("SLURM_CONF", "LANG", "TZ")
+
+
 class SlurmError(RuntimeError):
     """The cluster could not be started, or Slurm did not do what was asked in time."""
 
 
-def slurm_available() -> list[str]:
-    """The Slurm binaries (of ``SLURM_BINARIES``) that are not on PATH; empty when all are."""
-    return [b for b in SLURM_BINARIES if shutil.which(b) is None]
+@dataclass(frozen=True)
+class Place:
+    """Where Slurm's programs run: this system (``root`` None), or a Debian tree under
+    ``root`` entered with ``chroot``.  The network namespace is shared, so loopback TCP
+    reaches the daemons in the tree; file paths are the tree's (``path``)."""
+
+    root: Path | None = None
+
+    def path(self, host_path: Path | str) -> str:
+        """``host_path`` as the programs see it (inside the tree: relative to root)."""
+        if self.root is None:
+            return str(host_path)
+        return "/" + str(Path(host_path).resolve().relative_to(self.root.resolve()))
+
+    def command(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[str]:
+        """The command line that runs ``argv`` here: as is, or in the tree with /proc
+        mounted in a mount namespace of its own, exactly the ``_PASSED`` variables of
+        ``env`` (and PATH, HOME) and ``cwd``; every wrapper execs the next, so the pid
+        is the program's."""
+        if self.root is None:
+            return [str(a) for a in argv]
+        keep = {"PATH": _PATH, "HOME": "/root"}
+        keep.update({k: v for k, v in env.items() if k in _PASSED})
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            f"--mount-proc={self.root}/proc",
+            "chroot",
+            str(self.root),
+            "/usr/bin/env",
+            "-i",
+            *(f"{k}={v}" for k, v in keep.items()),
+            "/bin/sh",
+            "-c",
+            'cd "$0" && exec "$@"',
+            self.path(cwd),
+            *map(str, argv),
+        ]
+
+    def missing(self, binaries: Sequence[str]) -> list[str]:
+        """Those of ``binaries`` this place does not have."""
+        if self.root is None:
+            return [b for b in binaries if shutil.which(b) is None]
+        dirs = [self.root / d for d in ("usr/sbin", "usr/bin", "sbin", "bin")]
+        return [b for b in binaries if not any((d / b).is_file() for d in dirs)]
+
+
+def slurm_available(root: Path | None = None) -> list[str]:
+    """The Slurm binaries (of ``SLURM_BINARIES``) that are not on PATH (or in the tree
+    ``root``); empty when all are."""
+    return Place(root).missing(SLURM_BINARIES)
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -126,6 +188,48 @@ def parse_topology(text: str) -> dict[str, Switch]:
             link_speed=int(low["linkspeed"]) if "linkspeed" in low else None,
         )
     return switches
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a topology/block topology: a ``BlockName=`` line of topology.conf, or
+    a ``BlockName=``/``AggregatedBlock=`` line of ``scontrol show topology`` (24.11:
+    ``BlockName=b1 BlockIndex=0 Nodes=… BlockSize=18``)."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    aggregated: bool = False
+    index: int | None = None  # only in scontrol's view
+    size: int | None = None  # only in scontrol's view
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """The blocks of topology.conf text or of ``scontrol show topology``, in order
+    (``BlockSizes=`` lines are left out); hostlists are expanded."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        kv = {k.lower(): v for k, _, v in (tok.partition("=") for tok in line.split())}
+        name = kv.get("blockname") or kv.get("aggregatedblock")
+        if not name:
+            continue
+        out.append(
+            Block(
+                name,
+                tuple(expand_hostlist(kv.get("nodes", ""))),
+                "aggregatedblock" in kv,
+                int(kv["blockindex"]) if "blockindex" in kv else None,
+                int(kv["blocksize"]) if "blocksize" in kv else None,
+            )
+        )
+    return out
+
+
+def _blocks_match(conf: list[Block], shown: list[Block]) -> bool:
+    """Whether scontrol's view ``shown`` has the base blocks of ``conf`` (names, nodes)."""
+    want = {b.name: set(b.nodes) for b in conf}
+    got = {b.name: set(b.nodes) for b in shown if not b.aggregated}
+    return want == got
 
 
 def _topology_matches(conf: dict[str, Switch], shown: dict[str, Switch]) -> bool:
@@ -416,6 +520,7 @@ class SlurmCluster:
     node_ports: dict[str, int]
     auth: str
     env: dict[str, str]
+    place: Place = field(default_factory=Place)
     _sup: _Supervisor | None = field(default=None, repr=False)
 
     # ---- commands
@@ -425,7 +530,7 @@ class SlurmCluster:
     ) -> subprocess.CompletedProcess:
         """Run a command with ``SLURM_CONF`` set to this cluster; output captured as text."""
         r = subprocess.run(
-            [str(a) for a in argv],
+            self.place.command(argv, self.env, self.workdir / "jobs"),
             env=self.env,
             cwd=self.workdir / "jobs",
             capture_output=True,
@@ -447,6 +552,10 @@ class SlurmCluster:
         """``scontrol show topology``, parsed (see ``parse_topology``)."""
         return parse_topology(self.show_topology())
 
+    def blocks(self) -> list[Block]:
+        """``scontrol show topology`` of topology/block, parsed (see ``parse_blocks``)."""
+        return parse_blocks(self.show_topology())
+
     def submit(
         self,
         nodes: int,
@@ -467,7 +576,7 @@ class SlurmCluster:
             "--parsable",
             f"--nodes={nodes}",
             "--job-name=harness",
-            f"--output={self.workdir / 'jobs' / 'slurm-%j.out'}",
+            f"--output={self.place.path(self.workdir / 'jobs')}/slurm-%j.out",
         ]
         if exclusive:
             argv.append("--exclusive")
@@ -534,14 +643,18 @@ class SlurmCluster:
 
     def reconfigure(self, topology_conf: str, timeout: float = 30) -> None:
         """Rewrite topology.conf, ``scontrol reconfigure``, and wait until
-        ``scontrol show topology`` shows the new tree."""
-        want = parse_topology(topology_conf)
+        ``scontrol show topology`` shows the new tree (or blocks)."""
+        want, want_blocks = parse_topology(topology_conf), parse_blocks(topology_conf)
         self.topology_path.write_text(topology_conf)
         self.run("scontrol", "reconfigure", check=True)
         deadline = time.monotonic() + timeout
         while True:
-            shown = self.topology()
-            if _topology_matches(want, shown):
+            text = self.show_topology()
+            if (
+                _blocks_match(want_blocks, parse_blocks(text))
+                if want_blocks
+                else _topology_matches(want, parse_topology(text))
+            ):
                 return
             if time.monotonic() > deadline:
                 raise SlurmError(
@@ -575,6 +688,7 @@ class SlurmCluster:
 
 
 def _write_configs(
+    place: Place,
     workdir: Path,
     spool: Path,
     nodes: list[str],
@@ -588,8 +702,11 @@ def _write_configs(
     auth: str,
     loopback: bool,
     max_switch_wait: int,
+    plugin: str,
+    return_to_service: int,
 ) -> Path:
     etc = workdir / "etc"
+    at = place.path(workdir)  # the work directory as the daemons see it
     user = pwd.getpwuid(os.getuid()).pw_name
     lines = [
         "# written by tests/slurm_harness.py",
@@ -607,15 +724,15 @@ def _write_configs(
         lines += [
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={workdir / 'munge' / 'run' / 'munge.socket'}",
+            f"AuthInfo=socket={at}/munge/run/munge.socket",
         ]
     lines += [
-        f"StateSaveLocation={workdir / 'state'}",
-        f"SlurmdSpoolDir={spool}/%n",
-        f"SlurmctldPidFile={workdir / 'run' / 'slurmctld.pid'}",
-        f"SlurmdPidFile={workdir / 'run' / 'slurmd-%n.pid'}",
-        f"SlurmctldLogFile={workdir / 'log' / 'slurmctld.log'}",
-        f"SlurmdLogFile={workdir / 'log' / 'slurmd-%n.log'}",
+        f"StateSaveLocation={at}/state",
+        f"SlurmdSpoolDir={place.path(spool)}/%n",
+        f"SlurmctldPidFile={at}/run/slurmctld.pid",
+        f"SlurmdPidFile={at}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={at}/log/slurmctld.log",
+        f"SlurmdLogFile={at}/log/slurmd-%n.log",
         "SlurmdParameters=config_overrides",
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
@@ -630,8 +747,8 @@ def _write_configs(
         "SchedulerType=sched/backfill",
         # --switches without @time waits at most max_switch_wait; schedule often
         f"SchedulerParameters=max_switch_wait={max_switch_wait},sched_interval=1,bf_interval=1",
-        "TopologyPlugin=topology/tree",
-        "ReturnToService=2",
+        f"TopologyPlugin={plugin}",
+        f"ReturnToService={return_to_service}",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
         "InactiveLimit=0",
@@ -653,7 +770,7 @@ def _write_configs(
     conf = etc / "slurm.conf"
     conf.write_text("\n".join(lines) + "\n")
     (etc / "topology.conf").write_text(topology_conf)
-    if slurm_version() >= _CGROUP_DISABLED_SINCE:
+    if slurm_version(place.root) >= _CGROUP_DISABLED_SINCE:
         (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     if gpus:
         dev = workdir / "dev"
@@ -662,7 +779,8 @@ def _write_configs(
             link = dev / f"nvidia{i}"
             if not link.is_symlink():
                 link.symlink_to("/dev/null")  # gres File= must exist and be a char device
-        files = f"{dev}/nvidia[0-{gpus - 1}]" if gpus > 1 else f"{dev}/nvidia0"
+        at_dev = place.path(dev)
+        files = f"{at_dev}/nvidia[0-{gpus - 1}]" if gpus > 1 else f"{at_dev}/nvidia0"
         (etc / "gres.conf").write_text(
             f"AutoDetect=off\nName=gpu{' Type=' + gpu_type if gpu_type else ''} File={files}\n"
         )
@@ -681,20 +799,31 @@ def slurm_cluster(
     timeout: float = 60,
     max_switch_wait: int = 10,
     auth: str = "auto",
+    return_to_service: int = 2,
+    plugin: str = "topology/tree",
+    root: Path | None = None,
 ) -> Iterator[SlurmCluster]:
-    """Start a real Slurm cluster of ``nodes`` with ``topology_conf`` (topology/tree) in
-    ``workdir``; yield a ``SlurmCluster`` once every node is idle; stop it all on exit.
+    """Start a real Slurm cluster of ``nodes`` with ``topology_conf`` (for ``plugin``,
+    topology/tree or topology/block) in ``workdir``; yield a ``SlurmCluster`` once every
+    node is idle; stop it all on exit.  With ``root``, the Slurm of that Debian tree
+    runs, and ``workdir`` must lie inside the tree.
 
     ``cpus`` and ``gpus`` are claimed per node (fake GPUs: gres files are symlinks to
     /dev/null, ``gpu_type`` optional).  ``timeout`` bounds the start-up.
     ``max_switch_wait`` (seconds) is how long a ``--switches`` job without ``@time`` may
     wait for its switch count.  ``auth`` is ``"none"``, ``"munge"`` or ``"auto"`` (none
     when the host name resolves to loopback, so that everything binds 127.0.0.1).
+    ``return_to_service`` is slurm.conf's ReturnToService: with 2 a node set DOWN by
+    ``scontrol update`` comes back when slurmctld next asks it to register (it asks DOWN
+    nodes at its ping interval), with 1 it stays DOWN until resumed.
     """
-    missing = slurm_available()
+    place = Place(Path(root).resolve() if root is not None else None)
+    missing = place.missing(SLURM_BINARIES)
     if missing:
+        where = f" in {root}" if root is not None else ""
         raise SlurmError(
-            f"Slurm binaries missing: {missing} (apt-get install slurmctld slurmd slurm-client)"
+            f"Slurm binaries missing{where}: {missing} "
+            "(apt-get install slurmctld slurmd slurm-client)"
         )
     nodes = list(nodes)
     if not nodes:
@@ -702,7 +831,7 @@ def slurm_cluster(
     bad = [n for n in nodes if not _NODE_NAME.match(n)]
     if bad or len(set(nodes)) != len(nodes):
         raise ValueError(f"bad or duplicate node names: {bad or nodes}")
-    loopback = _resolves_to_loopback(_short_hostname())
+    loopback = _resolves_to_loopback(_short_hostname())  # the tree has this /etc/hosts
     if auth == "auto":
         auth = "none" if loopback else "munge"
     if auth not in ("none", "munge"):
@@ -710,18 +839,21 @@ def slurm_cluster(
     if auth == "none" and not loopback:
         raise SlurmError(f"auth='none' needs {_short_hostname()!r} to resolve to loopback")
     if auth == "munge":
-        missing = [b for b in MUNGE_BINARIES if shutil.which(b) is None]
+        missing = place.missing(MUNGE_BINARIES)
         if missing:
             raise SlurmError(f"munge binaries missing: {missing} (apt-get install munge)")
 
     workdir = Path(workdir).resolve()
+    if place.root is not None and not workdir.is_relative_to(place.root):
+        raise ValueError(f"workdir {workdir} is not inside the tree {place.root}")
     for sub in ("etc", "state", "log", "run", "jobs"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
     # slurmstepd makes <spool>/<node>/<node>_<job>.<step> sockets: keep that path short
     longest = max(len(n) for n in nodes)
     spool, own_spool = workdir / "spool", None
-    if len(str(spool)) + 2 * longest + 22 > _SUN_PATH_MAX:
-        own_spool = Path(tempfile.mkdtemp(prefix="flslurm-"))
+    if len(place.path(spool)) + 2 * longest + 22 > _SUN_PATH_MAX:
+        tmp = place.root / "tmp" if place.root is not None else None
+        own_spool = Path(tempfile.mkdtemp(prefix="flslurm-", dir=tmp))
         spool = own_spool
     for n in nodes:
         (spool / n).mkdir(parents=True, exist_ok=True)
@@ -735,7 +867,9 @@ def slurm_cluster(
     sup: _Supervisor | None = None
 
     def start(name: str, argv: list[str]) -> int:
-        return sup.spawn(name, argv, workdir / "log" / f"{name}.stderr")
+        return sup.spawn(
+            name, place.command(argv, env, workdir), workdir / "log" / f"{name}.stderr"
+        )
 
     def failed(what: str) -> SlurmError:
         tail = cluster.log_tail() if cluster else ""
@@ -747,6 +881,7 @@ def slurm_cluster(
             ports = _pick_ports(len(nodes) + 1)
             node_ports = dict(zip(nodes, ports[1:], strict=False))
             conf = _write_configs(
+                place,
                 workdir,
                 spool,
                 nodes,
@@ -759,8 +894,10 @@ def slurm_cluster(
                 auth=auth,
                 loopback=loopback,
                 max_switch_wait=max_switch_wait,
+                plugin=plugin,
+                return_to_service=return_to_service,
             )
-            env["SLURM_CONF"] = str(conf)
+            env["SLURM_CONF"] = place.path(conf)
             sup = _Supervisor(env, workdir, workdir / "log" / "supervisor.log")
             cluster = SlurmCluster(
                 nodes=nodes,
@@ -771,15 +908,16 @@ def slurm_cluster(
                 node_ports=node_ports,
                 auth=auth,
                 env=env,
+                place=place,
                 _sup=sup,
             )
             deadline = time.monotonic() + timeout
             if auth == "munge":
-                _start_munged(workdir, start, sup, deadline)
-            start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(conf)])
+                _start_munged(place, workdir, start, sup, deadline)
+            start("slurmctld", ["slurmctld", "-D", "-c", "-f", place.path(conf)])
             _wait_ports(sup, {"slurmctld": ports[0]}, deadline, failed)
             for n in nodes:
-                start(f"slurmd-{n}", ["slurmd", "-D", "-N", n, "-f", str(conf)])
+                start(f"slurmd-{n}", ["slurmd", "-D", "-N", n, "-f", place.path(conf)])
             _wait_ports(sup, {f"slurmd-{n}": p for n, p in node_ports.items()}, deadline, failed)
         _wait_idle(cluster, sup, deadline, timeout, failed)
         yield cluster
@@ -791,26 +929,27 @@ def slurm_cluster(
                 shutil.rmtree(own_spool, ignore_errors=True)
 
 
-def _start_munged(workdir: Path, start, sup: _Supervisor, deadline: float) -> None:
+def _start_munged(place: Place, workdir: Path, start, sup: _Supervisor, deadline: float) -> None:
     m = workdir / "munge"
     for sub, mode in (("", 0o755), ("run", 0o755), ("etc", 0o700), ("lib", 0o700)):
         (m / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(m / sub, mode)  # munged insists: socket dir 0755, key dir 0700
-    key = m / "etc" / "munge.key"
+    sock, at = m / "run" / "munge.socket", place.path(m)
     subprocess.run(
-        ["mungekey", "--create", f"--keyfile={key}", "--force"], check=True, capture_output=True
+        place.command(["mungekey", "--create", f"--keyfile={at}/etc/munge.key", "--force"], {}, m),
+        check=True,
+        capture_output=True,
     )
-    sock = m / "run" / "munge.socket"
     start(
         "munged",
         [
             "munged",
             "--foreground",
-            f"--socket={sock}",
-            f"--key-file={key}",
-            f"--log-file={m / 'munged.log'}",
-            f"--pid-file={m / 'run' / 'munged.pid'}",
-            f"--seed-file={m / 'lib' / 'munged.seed'}",
+            f"--socket={at}/run/munge.socket",
+            f"--key-file={at}/etc/munge.key",
+            f"--log-file={at}/munged.log",
+            f"--pid-file={at}/run/munged.pid",
+            f"--seed-file={at}/lib/munged.seed",
         ],
     )
     while not sock.exists():

@@ -35,8 +35,6 @@ def topo(spec, engine="slurm-tree", *, compat=False, names=False, nodes=None):
 SAME = [
     (s, "slurm-tree") for s in ("lab", "gb200-su", "h100-su", str(SPECS / "three-tier-hdr.yaml"))
 ] + [
-    ("lab", "slurm-block"),
-    ("gb200-su", "slurm-block"),
     ("lab", "k8s-labels"),
     ("gb200-su", "k8s-labels"),
 ]
@@ -49,6 +47,22 @@ def test_same_as_topograph_where_topograph_is_right(spec, engine):
     ours, report = topo(spec, engine)
     theirs, _ = topo(spec, engine, compat=True)
     assert ours == theirs
+    assert not report.left_out
+
+
+@pytest.mark.parametrize("spec", ["lab", "gb200-su"])
+def test_same_blocks_as_topograph_in_proximity_order(spec):
+    """topology/block: the same blocks and BlockSizes as topograph; only the order (fabric
+    proximity, test_topology_block_order) and the names (the NVLink domains') differ."""
+
+    def blocks(text):
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        return {line.split("Nodes=")[1] for line in lines[:-1]}, lines[-1]
+
+    ours, report = topo(spec, "slurm-block")
+    theirs, _ = topo(spec, "slurm-block", compat=True)
+    assert blocks(ours) == blocks(theirs)
+    assert ours != theirs
     assert not report.left_out
 
 
@@ -160,8 +174,8 @@ def test_partition_changes_clique_block_and_label():
     )
     block, _ = topo(spec, "slurm-block")
     assert block == (
-        f"# block001={UUID}.1\nBlockName=block001 Nodes=sched-worker1\n"
-        f"# block002={UUID}.7\nBlockName=block002 Nodes=sched-worker2\nBlockSizes=1,2\n"
+        f"# nvl8={UUID}.1\nBlockName=nvl8 Nodes=sched-worker1\n"
+        f"# nvl8-p7={UUID}.7\nBlockName=nvl8-p7 Nodes=sched-worker2\nBlockSizes=1,2\n"
     )
     labels = json.loads(topo(spec, "k8s-labels")[0])
     assert labels["sched-worker2"]["accelerator.topograph.run/domain"] == f"{UUID}.7"
@@ -177,7 +191,7 @@ def test_difference_split_tray_reported_per_gpu():
     ):
         topo(spec, "slurm-block", compat=True)
     block, report = topo(spec, "slurm-block")
-    assert block == f"# block001={UUID}.1\nBlockName=block001 Nodes=sched-worker1\nBlockSizes=1\n"
+    assert block == f"# nvl8={UUID}.1\nBlockName=nvl8 Nodes=sched-worker1\nBlockSizes=1\n"
     (problem,) = [p for p in report.problems if p.where == "sched-worker2"]
     assert problem.what == (
         f"GPUs disagree on the NVLink partition (GPU 0 {UUID}.7; GPU 1 {UUID}.7; "

@@ -5,7 +5,10 @@ engines produce topograph's outputs for the same input:
 
 - ``tiers``: a tree under a hidden root (id ""), switches as inner vertices and compute
   nodes as leaves (id = instance id, name = host name);
-- ``domains``: accelerator (NVLink) domain -> host name -> HostInfo.
+- ``domains``: accelerator (NVLink) domain -> host name -> HostInfo;
+- ``domain_names`` and ``blocks_by_proximity``: fabriclab's own reading only (topograph
+  has neither): a readable name per domain, and whether engines order blocks by fabric
+  proximity and name them after their domains rather than as topograph does.
 
 Vertex children are kept in dicts keyed by child id; engines sort where topograph sorts
 and otherwise follow insertion order, which providers make deterministic.
@@ -58,10 +61,13 @@ class DomainMap(dict):
 @dataclass
 class Graph:
     """The switch tree (None when the provider knows none) and the accelerator domains
-    (None when it knows none)."""
+    (None when it knows none); ``domain_names`` (domain -> a name a reader knows it by,
+    as the spec's ``nvl72-r01``) and ``blocks_by_proximity`` as the module says."""
 
     tiers: Vertex | None = None
     domains: DomainMap | None = None
+    domain_names: dict[str, str] = field(default_factory=dict)
+    blocks_by_proximity: bool = False
 
 
 @dataclass

@@ -21,7 +21,9 @@ from .report import Report
 @dataclass
 class Inputs:
     """A fabric, the dumps it was read from (or rendered to), the nvidia-smi answers,
-    the hosts these know (in order), each host's GPU count, and what could not be used."""
+    the hosts these know (in order), each host's GPU count, what could not be used, and
+    (from a spec) the name of each NVLink partition as nvidia-smi shows it
+    (``<ClusterUUID>.<CliqueId>``)."""
 
     fabric: Fabric
     dumps: list[str]  # ibnetdiscover text, as topograph would read it
@@ -29,6 +31,7 @@ class Inputs:
     hosts: list[str]  # the hosts these inputs know, in order
     gpus: dict[str, int] = field(default_factory=dict)
     report: Report = field(default_factory=Report)
+    domain_names: dict[str, str] = field(default_factory=dict)
 
 
 def from_cluster(cluster: Cluster) -> Inputs:
@@ -45,7 +48,20 @@ def from_cluster(cluster: Cluster) -> Inputs:
         smi,
         [t.host for t in cluster.trays],
         {t.host: len(t.gpus) for t in cluster.trays},
+        domain_names=partition_names(cluster),
     )
+
+
+def partition_names(cluster: Cluster) -> dict[str, str]:
+    """``<ClusterUUID>.<CliqueId>`` -> the spec's name for it: the domain's name for its
+    default partition, ``<domain>-p<id>`` for a user partition."""
+    out = {}
+    for domain in cluster.domains:
+        if domain.default_partition:
+            out[f"{domain.cluster_uuid}.{domain.clique}"] = domain.name
+        for partition in domain.partitions:
+            out[f"{domain.cluster_uuid}.{partition}"] = f"{domain.name}-p{partition}"
+    return out
 
 
 def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:

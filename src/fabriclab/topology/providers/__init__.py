@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 def local_graph(inputs: Inputs, nodes: list[str] | None, *, compat: bool, names: bool) -> Graph:
     """The graph of the fabric the user gave, for ``nodes`` (None: every host the inputs
     know): read by topograph's rules with ``compat``, else by fabriclab's (``names``:
-    switch names instead of ids); what is left out goes to ``inputs.report``."""
+    switch names instead of ids; blocks by fabric proximity, named after the spec's
+    domains); what is left out goes to ``inputs.report``."""
     if compat:
         wanted = nodes if nodes is not None else inputs.hosts
         return compat_graph(inputs.dumps, wanted, inputs.smi)
-    return fabric_graph(inputs.fabric, nodes, inputs.smi, names=names, report=inputs.report)
+    graph = fabric_graph(inputs.fabric, nodes, inputs.smi, names=names, report=inputs.report)
+    graph.domain_names = dict(inputs.domain_names)
+    return graph

@@ -17,7 +17,8 @@ whose GPUs disagree, or answer N/A, fails the whole request).
   it hangs on instead of being dropped silently;
 - leaves with no requested node are not walked, so they never become a phantom tier;
 - ``names=True`` uses switch names (``LAB-IBLEAF-01``) where they are unique;
-- a host whose GPUs disagree is reported per GPU and left out of the domains only.
+- a host whose GPUs disagree is reported per GPU and left out of the domains only;
+- the graph asks engines for blocks in fabric-proximity order (``blocks_by_proximity``).
 """
 
 from __future__ import annotations
@@ -352,7 +353,7 @@ def fabric_graph(
         root.vertices[NO_TOPOLOGY] = nt
     if domains is None and smi is not None:
         domains = smi_domains(smi, wanted, report)
-    return Graph(root, domains)
+    return Graph(root, domains, blocks_by_proximity=True)
 
 
 def _traversal_rank(

@@ -8,9 +8,12 @@ first appearance of their nodes in the tree, ``BlockSizes`` inferred as [D, 2D, 
 2^k·D], and base-block "complementing" (padding and splitting domains into the block
 tree Slurm expects) when block sizes are given or sub-domains exist.
 
+fabriclab's own reading (``Graph.blocks_by_proximity``) lists blocks in fabric-proximity
+order instead, named after their NVLink domains.
+
 One job per module: ``config`` (options and their check), ``network`` (the graph
-indexed), ``blocks`` and ``block_names`` (blocks and their names), ``block_tree`` (the
-complement), ``topology_conf`` (topology.conf), ``topology_units`` and ``topology_yaml``
+indexed), ``blocks`` and ``block_names`` (blocks and their names), ``block_order``
+(proximity order and domain names), ``block_tree`` (the complement), ``topology_conf`` (topology.conf), ``topology_units`` and ``topology_yaml``
 (topology.yaml).
 """
 

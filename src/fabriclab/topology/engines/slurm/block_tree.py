@@ -49,11 +49,12 @@ class AggregateBlock:
 
 
 def complement(
-    blocks: list[Block], sizes: list[int], domains: DomainMap | None
+    blocks: list[Block], sizes: list[int], domains: DomainMap | None, keep_order: bool = False
 ) -> tuple[list[Block], list[int]]:
     """topograph's ``complementBlocks``: the blocks rebuilt from the block tree of the
     domains they hold, and the block sizes (inferred for two-level domains); the blocks
-    and sizes unchanged where there is no tree to build."""
+    and sizes unchanged where there is no tree to build.  The domains are taken in name
+    order, as topograph does, or with ``keep_order`` in the order of ``blocks``."""
     if domains is None:
         return blocks, sizes
     local = _domains_for_blocks(domains, blocks)
@@ -64,7 +65,7 @@ def complement(
         if not sizes:
             return blocks, sizes
     by_name = {block.name: block for block in blocks if block.name}
-    tree = _build_block_tree(local, sizes)
+    tree = _build_block_tree(local, sizes, keep_order)
     if tree is None:
         return blocks, sizes
     out = [_base_to_block(base, by_name, i + 1) for i, base in enumerate(_slots(tree))]
@@ -234,9 +235,12 @@ def _recurse(source: DomainVertex, count: int, sizes: list[int]) -> AggregateBlo
     return aggregate
 
 
-def _build_block_tree(domains: DomainMap, sizes: list[int]) -> AggregateBlock | None:
-    """``buildBlockTree``: the root aggregate of every domain's aggregate, padded with
-    empty aggregates to a multiple of the largest block size."""
+def _build_block_tree(
+    domains: DomainMap, sizes: list[int], keep_order: bool = False
+) -> AggregateBlock | None:
+    """``buildBlockTree``: the root aggregate of every domain's aggregate (domains in
+    name order, or in ``domains``' own order with ``keep_order``), padded with empty
+    aggregates to a multiple of the largest block size."""
     if not sizes or sizes[0] <= 0:
         return None
     root = _domain_tree(domains)
@@ -247,8 +251,9 @@ def _build_block_tree(domains: DomainMap, sizes: list[int]) -> AggregateBlock | 
     )
     result = AggregateBlock(root.id)
     common = 0  # the gcd of the domains' aggregate sizes
-    for name in sorted(root.children or {}):
-        domain = root.children[name]  # type: ignore[index]
+    children = root.children or {}
+    for name in list(children) if keep_order else sorted(children):
+        domain = children[name]
         aggregate = (
             _single_level_aggregate(domain, root.max_child, sizes)
             if single

@@ -24,10 +24,12 @@ class NodeInfo:
 class NetworkTopology:
     """A checked graph and config, indexed: ``tree`` (vertex id -> sorted child keys,
     "" the root), ``vertices`` (id -> vertex), ``node_info`` (node name -> NodeInfo),
-    ``blocks`` and ``domains``."""
+    ``blocks`` and ``domains``; ``graph`` itself, for what else it tells (domain names,
+    block order)."""
 
     def __init__(self, graph: Graph, config: SlurmConfig):
         config.validate(graph)
+        self.graph = graph
         self.config = config
         self.tree: dict[str, list[str]] = {}
         self.vertices: dict[str, Vertex] = {}
