@@ -19,7 +19,11 @@ from pathlib import Path
 from ..errors import InputError, Problem
 from ..ib import simwire
 from ..model.cluster import Cluster
-from . import admission
+from . import admission, journal
+from .admin import AdminServer, admin_path
+from .clock import VirtualClock, WallClock
+from .events import events_path
+from .live import LiveFabric
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
 from .records import running as running_records
 from .server import FabricServer
@@ -43,6 +47,8 @@ class UpRequest:
     sm_at: str | None = None
     verbose: int = 0
     detach: bool = False
+    virtual_clock: bool = False  # time moves only by 'fabriclab clock advance'
+    resume: bool = False  # bring faults, traffic and counters back from the journal
 
     @property
     def with_sm(self) -> bool:
@@ -62,6 +68,9 @@ class UpRequest:
             str(self.max_clients),
         ]
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
+        argv += (["--virtual-clock"] if self.virtual_clock else []) + (
+            ["--resume"] if self.resume else []
+        )
         return argv
 
 
@@ -164,6 +173,7 @@ def _serve(
                 )
             ]
         ) from None
+    live, admin = _go_live(req, cluster, srv)
     inst = Instance(
         name,
         os.getpid(),
@@ -202,6 +212,8 @@ def _serve(
                 sm_proc.wait(5)
             except Exception:
                 sm_proc.kill()
+        admin.close()
+        live.close()
         srv.close()
         inst.path.unlink(missing_ok=True)
         st = srv.stats
@@ -211,6 +223,42 @@ def _serve(
             f"{st.refused} control requests refused, {st.failed} failed, "
             f"{st.outsiders} datagrams from outside the allowed networks"
         )
+
+
+def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveFabric, AdminServer]:
+    """The live fabric on ``srv`` (its clock, journal and event log; restored from the
+    journal with ``--resume``) and its admin socket, served in the server's loop."""
+    state = state_dir(create=True)
+    meta = {"spec": req.spec, "trays": req.trays}
+    doc = None
+    if req.resume:
+        doc = journal.load(journal.journal_path(state, req.name))
+        if doc.get("meta") != meta:
+            raise InputError(
+                [
+                    Problem(
+                        "--resume",
+                        f"the journal is of {doc.get('meta')}, not of {meta}: "
+                        "resume with the same spec and --trays",
+                    )
+                ]
+            )
+        if bool(doc.get("virtual")) != req.virtual_clock:
+            raise InputError(
+                [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
+            )
+    else:  # a fresh fabric: a fresh event log
+        events_path(state, req.name).unlink(missing_ok=True)
+    start = float(doc.get("clock", 0.0)) if doc else 0.0
+    clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
+    live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta)
+    if doc is not None:
+        live.restore(doc)
+    live.save()
+    admin = AdminServer(admin_path(state, req.name), live.request, srv.transport)
+    admin.bind()
+    srv.transport.on_wake = live.wake
+    return live, admin
 
 
 def parse_listen(text: str | None) -> tuple[str, int] | None:

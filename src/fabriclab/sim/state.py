@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..ib import devices
 from ..ib.enums import NodeType, PhysState, PortState
 from ..ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
-from ..ib.rates import SPEEDS
+from ..ib.rates import SPEEDS, Speed, Width
 from ..model.fabric import Fabric, Node, Port
 from .counters import Counters
 
@@ -161,6 +161,7 @@ class SimPort:
         "guid",
         "guid_cap",
         "guids",
+        "held",
         "hoq_life",
         "is_endport",
         "lid",
@@ -189,6 +190,7 @@ class SimPort:
         "speed_ext2_supported",
         "speed_ext_enabled",
         "speed_ext_supported",
+        "speed_trained",
         "state",
         "state_change_enable",
         "subnet_timeout",
@@ -197,6 +199,7 @@ class SimPort:
         "vlarb",
         "width_enabled",
         "width_supported",
+        "width_trained",
     )
 
     def __init__(self, node: SimNode, model: Port):
@@ -257,6 +260,11 @@ class SimPort:
         self.counters = Counters()
         self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
         self.pi: bytes | None = None
+        # the live fabric's faults (sim/live.py): how many faults hold the link down, and
+        # the width/speed a degraded link retrained at (None: as cabled)
+        self.held = 0
+        self.width_trained: Width | None = None
+        self.speed_trained: Speed | None = None
 
     # --- PortInfo -----------------------------------------------------------------
 
@@ -278,8 +286,10 @@ class SimPort:
     def _encode_port_info(self) -> bytes:
         m = self.fabric_port
         caps = self.node.caps
-        # the model holds what a port shows: its link's rate, or 4x SDR when it is down
-        speed = m.speed if self.num else None
+        # the model holds what a port shows: its link's rate, or 4x SDR when it is down;
+        # a degraded link shows the width and speed it retrained at
+        speed = (self.speed_trained or m.speed) if self.num else None
+        width = (self.width_trained or m.width) if self.num else None
         switch_ext = int(self.node.is_switch and self.num != 0)
         return _pack_port_info(
             Mkey=self.mkey,
@@ -290,7 +300,7 @@ class SimPort:
             MkeyLeasePeriod=self.mkey_lease,
             LinkWidthEnabled=self.width_enabled,
             LinkWidthSupported=self.width_supported,
-            LinkWidthActive=m.width.value if self.num else 2,  # port 0: 4x
+            LinkWidthActive=width.value if width else 2,  # port 0: 4x
             LinkSpeedSupported=0x7,  # SDR, DDR, QDR
             LinkState=self.state,
             PhysLinkState=self.phys,
