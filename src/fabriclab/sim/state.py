@@ -73,6 +73,21 @@ MAD_WORDS = 72
 DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 
 
+class Generation:
+    """A number that grows with every change that can move traffic: a forwarding-table
+    write and any change of a port's state (its ``changed``).  Whoever routes flows
+    over the fabric compares it with the number it routed at (one per fabric)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        """Something that routes depend on changed."""
+        self.value += 1
+
+
 class SimSwitch:
     """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
 
@@ -82,6 +97,7 @@ class SimSwitch:
         "def_mcast_prim",
         "def_port",
         "enhanced_port0",
+        "gen",
         "lft",
         "lft_top",
         "lifetime",
@@ -90,8 +106,11 @@ class SimSwitch:
         "state_change",
     )
 
-    def __init__(self, caps: devices.ManagementCaps, enhanced_port0: bool):
+    def __init__(
+        self, caps: devices.ManagementCaps, enhanced_port0: bool, gen: Generation | None = None
+    ):
         self.caps = caps
+        self.gen = gen if gen is not None else Generation()
         self.enhanced_port0 = enhanced_port0
         self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
         self.lft_top = 0
@@ -115,6 +134,7 @@ class SimSwitch:
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
         self.lft[block * 64 : end] = data[:64]
+        self.gen.bump()
 
     def lft_block(self, block: int) -> bytes:
         """The LFT entries of a block (0xFF where never set)."""
@@ -157,6 +177,7 @@ class SimPort:
         "counters",
         "fabric_port",
         "fdr10_enabled",
+        "gen",
         "gid_prefix",
         "guid",
         "guid_cap",
@@ -194,6 +215,7 @@ class SimPort:
         "state",
         "state_change_enable",
         "subnet_timeout",
+        "traffic",
         "vl_high_limit",
         "vl_stall",
         "vlarb",
@@ -259,6 +281,10 @@ class SimPort:
         self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
         self.counters = Counters()
         self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
+        # data traffic through this port not yet in the counters: called with the port
+        # by flush (set by a traffic engine, :mod:`.traffic`)
+        self.traffic = None
+        self.gen = node.gen
         self.pi: bytes | None = None
         # the live fabric's faults (sim/live.py): how many faults hold the link down, and
         # the width/speed a degraded link retrained at (None: as cabled)
@@ -280,8 +306,10 @@ class SimPort:
         return self.pi
 
     def changed(self) -> None:
-        """The port's state changed: its PortInfo is encoded anew when next read."""
+        """The port's state changed: its PortInfo is encoded anew when next read, and
+        routes over the fabric may have changed."""
         self.pi = None
+        self.gen.bump()
 
     def _encode_port_info(self) -> bytes:
         m = self.fabric_port
@@ -338,6 +366,8 @@ class SimPort:
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
         c = self.counters
+        if self.traffic is not None:
+            self.traffic(self)
         if self.mad_out or self.mad_in:
             c.count_packets(self.mad_out, self.mad_in, MAD_WORDS)
             self.mad_out = self.mad_in = 0
@@ -362,6 +392,7 @@ class SimNode:
         "_node_info",
         "caps",
         "fabric_node",
+        "gen",
         "index",
         "is_switch",
         "native_speed",
@@ -370,9 +401,10 @@ class SimNode:
         "sw",
     )
 
-    def __init__(self, model: Node, index: int):
+    def __init__(self, model: Node, index: int, gen: Generation | None = None):
         self.fabric_node = model  # the node as built (identity, ports, cabling)
         self.index = index
+        self.gen = gen if gen is not None else Generation()
         self.is_switch = model.type == NodeType.SWITCH
         self.caps = devices.management_caps(model.devid, self.is_switch)
         self.native_speed = self._native_speed(model)
@@ -380,7 +412,7 @@ class SimNode:
         self.ports: list[SimPort | None] = [
             SimPort(self, p) if p is not None else None for p in model.ports
         ]
-        self.sw = SimSwitch(self.caps, model.enhanced_port0) if self.is_switch else None
+        self.sw = SimSwitch(self.caps, model.enhanced_port0, self.gen) if self.is_switch else None
         self._node_info: dict[int, bytes] = {}
 
     @staticmethod
@@ -428,7 +460,9 @@ class SimFabric:
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
+        # bumped by every forwarding-table write and port change (see Generation)
+        self.generation = Generation()
+        self.nodes = [SimNode(n, i, self.generation) for i, n in enumerate(fabric.nodes)]
         self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
         for sn in self.nodes:
             for sp in sn.ports:
