@@ -3,6 +3,8 @@ the virtual clock, scenario checking, and the journal's round trip."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers import served
 
@@ -223,3 +225,57 @@ def test_journal_round_trip(live, tmp_path):
         a, b = live.resolve(f"{LEAF}[6]").ports[0], again.resolve(f"{LEAF}[6]").ports[0]
         assert a.counters.raw == b.counters.raw
         assert again.faults() == live.faults() == []
+
+
+@pytest.fixture
+def routed():
+    """The lab fabric with its links active and min-hop routes, and a traffic engine."""
+    from fabriclab.sim import minhop
+    from fabriclab.sim.traffic import TrafficEngine
+
+    cluster = build(load_spec("lab"))
+    with served(cluster, serve=False) as srv:
+        minhop.fill(srv.sim)
+        clock = VirtualClock()
+        yield LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
+
+
+def test_traffic_moves_receive_errors_and_slows_on_a_degraded_link(routed):
+    live = routed
+    r = live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"rate": "25GB/s"})
+    assert r["count"] == 1
+    live.fault("errors", "sched-worker2/mlx5_0[1]", ber=1e-9, down_after=255)
+    live.advance(1)
+    dst = live.resolve("sched-worker2/mlx5_0[1]").ports[0]
+    c = dst.flush().raw
+    # 25 GB/s of payload crossed the link in 1 s: about 2.5e11 bits with headers; at
+    # BER 1e-9 about 250 of its packets arrived damaged
+    bits = c["PortRcvData"] * 32
+    assert c["PortRcvErrors"] == int(bits * 1e-9)
+    assert 200 < c["PortRcvErrors"] < 300
+    [f] = live.traffic_request("list", [], {})
+    assert f["rate"] == pytest.approx(25e9)
+    # a link retrained at 1x carries a quarter: the flow slows to what 1x NDR carries
+    live.fault("degrade", "sched-worker2/mlx5_0[1]", width="1x")
+    live.advance(1)
+    [f] = live.traffic_request("list", [], {})
+    assert f["rate"] < 12.5e9
+
+
+def test_traffic_commands_check_their_words(routed):
+    live = routed
+    for verb, args, opts, msg in [
+        ("send", ["sched-worker1"], {"bytes": 10}, "want 'traffic send FROM TO'"),
+        ("send", ["sched-worker1", "nope"], {"bytes": 10}, "no tray, CA or node 'nope'"),
+        ("send", ["sched-worker1", "sched-worker2"], {}, "want one of --bytes N or --rate R"),
+        ("send", ["sched-worker1", "sched-worker2"], {"rate": "fast"}, "want e.g. 12.5GB/s"),
+        ("ring", ["sched-worker[1-2"], {"bytes": 10}, "sched-worker[1-2"),
+        ("explode", [], {}, "unknown traffic verb 'explode'"),
+    ]:
+        with pytest.raises(InputError, match=re.escape(msg)):
+            live.traffic_request(verb, args, opts)
+    assert live.traffic.flows() == []
+    r = live.traffic_request("all-to-all", ["sched-worker[1-2]"], {"bytes": "1Mi"})
+    assert r["count"] == 2
+    live.advance(1)
+    assert all(f["state"] == "done" for f in live.traffic_request("list", [], {}))

@@ -181,3 +181,29 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
         assert [e["id"] for e in evs] == list(range(1, len(evs) + 1))
         assert evs[-1]["name"] == "Link width and speed restored"
         assert "leaf-flap" not in _ok(f, "fault", "--name", f.name, "list")
+
+
+def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path):
+    with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
+        before = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        out = _ok(
+            f,
+            "traffic",
+            "--name",
+            f.name,
+            "send",
+            "sched-worker1",
+            "sched-worker2",
+            "--bytes",
+            "1Gi",
+        )
+        assert out.strip() == "send: 1 flow(s) 1"
+        _ok(f, "clock", "--name", f.name, "advance", "1")
+        after = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        assert after - before > (1 << 30) // 4  # payload in 4-byte words, plus headers
+        assert "done" in _ok(f, "traffic", "--name", f.name, "list")
+        r = f.fabriclab(
+            "traffic", "--name", f.name, "send", "sched-worker1", "nope", "--bytes", "1"
+        )
+        assert r.returncode == 2
+        assert r.stderr.strip() == "error: nope: no tray, CA or node 'nope' in this fabric"

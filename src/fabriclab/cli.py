@@ -702,6 +702,80 @@ def clock_show(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
     out.print(f"clock at {r['now']:g} s ({'virtual' if r['virtual'] else 'wall time'})")
 
 
+traffic_app = typer.Typer(no_args_is_help=True, help="Traffic on a running fabric.")
+app.add_typer(traffic_app, name="traffic")
+traffic_app.callback()(_group_name)
+BytesOpt = typer.Option(None, "--bytes", help="Bytes to deliver (4096, 64Mi, 10G).")
+RateOpt = typer.Option(None, "--rate", help="Payload per second (12.5GB/s, 100Gb/s).")
+
+
+def _traffic(ctx: typer.Context, name: str | None, verb: str, args: list, **options) -> None:
+    opts = {k: v for k, v in options.items() if v is not None}
+    r = _live(ctx, name, {"op": "traffic", "verb": verb, "args": args, "options": opts})
+    ids = r["ids"]
+    shown_ids = " ".join(map(str, ids[:20])) + (" …" if r["count"] > 20 else "")
+    out.print(f"{verb}: {r['count']} flow(s) {shown_ids}".rstrip(), markup=False)
+
+
+@traffic_app.command("send")
+def traffic_send(
+    ctx: typer.Context,
+    src: str = typer.Argument(..., metavar="FROM", help="A tray (its first HCA) or HOST/HCA."),
+    dst: str = typer.Argument(..., metavar="TO", help="A tray (its first HCA) or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from FROM to TO, of a number of bytes or at a rate."""
+    _traffic(ctx, name, "send", [src, dst], bytes=size, rate=rate)
+
+
+@traffic_app.command("all-to-all")
+def traffic_all_to_all(
+    ctx: typer.Context,
+    hosts: str = typer.Argument(..., metavar="SET", help="A hostlist of trays or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from every endpoint of SET to every other."""
+    _traffic(ctx, name, "all-to-all", [hosts], bytes=size, rate=rate)
+
+
+@traffic_app.command("ring")
+def traffic_ring(
+    ctx: typer.Context,
+    hosts: str = typer.Argument(..., metavar="SET", help="A hostlist of trays or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from each endpoint of SET to the next."""
+    _traffic(ctx, name, "ring", [hosts], bytes=size, rate=rate)
+
+
+@traffic_app.command("stop")
+def traffic_stop(
+    ctx: typer.Context,
+    flow_id: int | None = typer.Argument(None, metavar="[ID]", help="The flow (default: all)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Stop one flow, or all of them."""
+    _traffic(ctx, name, "stop", [] if flow_id is None else [str(flow_id)])
+
+
+@traffic_app.command("list")
+def traffic_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+    """The flows and how far they got."""
+    table = Table(title="flows")
+    cols = ("id", "from", "to", "state", "rate", "sent", "delivered", "size", "dropped")
+    for col in cols:
+        table.add_column(col)
+    for f in _live(ctx, name, {"op": "traffic", "verb": "list", "args": []}):
+        table.add_row(*(str(f[c]) if f[c] is not None else "-" for c in cols))
+    out.print(table)
+
+
 @app.command()
 def events(
     name: str = NameOpt,

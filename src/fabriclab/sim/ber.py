@@ -66,6 +66,12 @@ class EndState:
     rcv_pkts: int | None = None
     totals: dict = field(default_factory=dict)  # counter -> counted under this fault
 
+    @classmethod
+    def at(cls, p: SimPort) -> EndState:
+        """Port ``p`` as a fault starts on it: its packets so far are not this fault's."""
+        raw = p.flush().raw
+        return cls(rcv_data=raw["PortRcvData"], rcv_pkts=raw["PortRcvPkts"])
+
     def to_json(self) -> dict:
         """For the journal."""
         return dict(self.__dict__)

@@ -271,7 +271,7 @@ class FaultBook:
                     )
         elif f.kind == "errors":
             p = t.ports[0]
-            self.ends[f.id] = {q.node.index << 8 | q.num: ber.EndState() for q in (p, p.peer)}
+            self.ends[f.id] = {q.node.index << 8 | q.num: ber.EndState.at(q) for q in (p, p.peer)}
             f.progress = {"recoveries": 0}
             if not quiet:
                 ev(
@@ -422,7 +422,7 @@ class FaultBook:
                 continue
             p = self.targets[f.id].ports[0]
             ends = self.ends.setdefault(
-                f.id, {q.node.index << 8 | q.num: ber.EndState() for q in (p, p.peer)}
+                f.id, {q.node.index << 8 | q.num: ber.EndState.at(q) for q in (p, p.peer)}
             )
             recov = 0
             for q in (p, p.peer):

@@ -80,10 +80,11 @@ class Snapshot:
             lid[i] = p.lid
             mtu[i] = mtu_bytes(p.neighbor_mtu)
             m = p.fabric_port
-            key = (m.width, m.speed)
+            # a degraded link carries what it retrained at (sim/faults.py)
+            key = (p.width_trained or m.width, p.speed_trained or m.speed)
             c = rates.get(key)
             if c is None:
-                c = rates[key] = data_bytes_per_s(m.width, m.speed)
+                c = rates[key] = data_bytes_per_s(*key)
             cap[i] = c
         has_peer = peer >= 0
         # a link carries data when both of its ends are LinkUp and ACTIVE

@@ -28,6 +28,7 @@ from .records import Instance, NotRunning, check_name, open_state_file, signal_r
 from .records import running as running_records
 from .server import FabricServer
 from .tools import Loader, Say, python_argv, sim_host, tool_env
+from .traffic import TrafficEngine
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
 
@@ -251,7 +252,8 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
         events_path(state, req.name).unlink(missing_ok=True)
     start = float(doc.get("clock", 0.0)) if doc else 0.0
     clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
-    live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta)
+    engine = TrafficEngine(srv.sim, clock)
+    live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
     if doc is not None:
         live.restore(doc)
     live.save()

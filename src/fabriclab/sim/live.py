@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster
 from . import events as ev_mod
-from . import journal
+from . import journal, traffic_cmd
 from .clock import VirtualClock
 from .faults import KINDS, FaultBook, check_options
 from .scenario import FAULT_VERBS, Scenario, Step
@@ -329,14 +329,32 @@ class LiveFabric:
 
     # --- traffic ----------------------------------------------------------------------
 
-    def _check_traffic(self, args: list[str], options: dict) -> None:
+    def _check_traffic(self, args: list[str], options: dict) -> tuple:
+        """A traffic command's words and options checked: (verb, ports, bytes, rate)."""
         if self.traffic is None:
             raise InputError([Problem("traffic", "this fabric has no traffic engine")])
-        raise InputError([Problem("traffic", "not wired yet")])
+        return traffic_cmd.parse(self.resolver.cluster, self.sim, args, options)
 
     def traffic_request(self, verb: str, args: list[str], options: dict):
-        """A traffic command (send, all-to-all, ring, stop, list)."""
-        self._check_traffic([verb, *args], options)
+        """A traffic command: ``send FROM TO``, ``all-to-all SET``, ``ring SET`` (with
+        ``bytes`` or ``rate``), ``stop [ID]``, ``list``; the flows it started or
+        stopped, or every flow."""
+        verb, ports, size, rate = self._check_traffic([verb, *args], options)
+        eng = self.traffic
+        self.catch_up()
+        if verb == "list":
+            return [traffic_cmd.flow_json(f) for f in eng.flows()]
+        if verb == "stop":
+            eng.stop(ports)
+            ids = [ports] if ports is not None else []
+        elif verb == "send":
+            ids = [eng.add(ports[0], ports[1], bytes=size, rate=rate)]
+        elif verb == "all-to-all":
+            ids = list(eng.all_to_all(ports, bytes=size, rate=rate))
+        else:
+            ids = list(eng.ring(ports, bytes=size, rate=rate))
+        self.save()
+        return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
 
     # --- the journal ------------------------------------------------------------------
 
@@ -355,7 +373,7 @@ class LiveFabric:
             },
             "scenarios": [s.to_json() for s in self.scenarios],
             "counters": journal.counters_doc(self.sim),
-            "traffic": None,
+            "traffic": traffic_cmd.flows_doc(self.traffic) if self.traffic is not None else [],
         }
 
     def save(self) -> None:
@@ -396,6 +414,8 @@ class LiveFabric:
                 book.ends[f.id] = {int(k): EndState(**v) for k, v in saved.items()}
         book.next_id = max(book.next_id, int(doc.get("next_fault", 1)))
         self.scenarios = [Scenario.from_json(s) for s in doc.get("scenarios", [])]
+        if self.traffic is not None:
+            traffic_cmd.restore_flows(self.traffic, self.sim, doc.get("traffic") or [])
         self._last = self.clock.now()
 
     def close(self) -> None:
