@@ -207,3 +207,56 @@ def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path
         )
         assert r.returncode == 2
         assert r.stderr.strip() == "error: nope: no tray, CA or node 'nope' in this fabric"
+
+
+def test_admin_socket_bounds_and_wall_clock_flap(real_tools, tmp_path):
+    import socket
+    import stat
+
+    with fabric_up("lab", tmp_path) as f:
+        path = tmp_path / "state" / f"{f.name}.admin"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+        def ask(data: bytes) -> dict:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(30)
+                s.connect(str(path))
+                try:
+                    s.sendall(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the server answered and hung up before all of it was sent
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+                return json.loads(buf)
+
+        assert ask(b"not json\n")["ok"] is False
+        assert ask(b"[1, 2]\n") == {"ok": False, "where": "request", "what": "want a JSON object"}
+        assert ask(b'{"op": "explode"}\n')["what"] == "unknown operation 'explode'"
+        r = ask(b'{"op": "fault", "kind": "down", "target": "NOPE[1]"}\n')
+        assert r == {
+            "ok": False,
+            "where": "NOPE[1]",
+            "what": "no switch, tray or HCA 'NOPE' in this fabric",
+        }
+        assert (
+            ask(
+                b'{"op": "fault", "kind": "flap", "target": "LAB-IBLEAF-01[5]", '
+                b'"options": {"count": "many"}}\n'
+            )["ok"]
+            is False
+        )
+        r = ask(b"x" * (2 << 20))  # no end of line within the bound: refused, closed
+        assert r["what"].startswith("longer than")
+        assert ask(b'{"op": "faults"}\n') == {"ok": True, "result": []}
+        assert _events(f) == []
+        # wall time: a flap of 1 s, twice, runs by itself
+        _ok(f, "fault", "--name", f.name, "flap", f"{LEAF}[5]", "--period", "1", "--count", "2")
+        assert _wait(lambda: len(_events(f)) == 4, 20), _events(f)
+        assert [e["name"] for e in _events(f)] == ["Link went down", "Link is up"] * 2
+        times = [e["sim_time"] for e in _events(f)]
+        assert 1.4 < times[-1] - times[0] < 3.0
+        assert ask(b'{"op": "faults"}\n') == {"ok": True, "result": []}

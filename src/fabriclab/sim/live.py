@@ -91,6 +91,7 @@ class LiveFabric:
         self.meta = meta or {}  # what the journal must match to be resumed (spec, trays)
         self._last = clock.now()
         self._saved = 0.0
+        self._wake_at = 0.0
 
     # --- plumbing the fault book uses -------------------------------------------------
 
@@ -237,15 +238,24 @@ class LiveFabric:
         self._accrue(now)
 
     def wake(self) -> float:
-        """The server loop's hook: catch up; seconds until it should call again."""
-        if self.clock.virtual:
-            self._periodic_save()
-            return 2.0
-        self.catch_up()
+        """The server loop's hook (called after each of its wake-ups, so after every
+        burst of MADs): catch up when it is time to; seconds until it should be."""
+        now = self.clock.now()
+        if now < self._wake_at:
+            return self._wake_at - now
+        if not self.clock.virtual:
+            self.catch_up()
         self._periodic_save()
-        due = self._next_due()
+        due = None if self.clock.virtual else self._next_due()
         wait = 2.0 if due is None else max(0.0, due - self.clock.now())
-        return min(wait, _BUSY_WAKE) if self._busy() else wait
+        if self._busy() and not self.clock.virtual:
+            wait = min(wait, _BUSY_WAKE)
+        self._wake_at = self.clock.now() + wait
+        return wait
+
+    def _changed(self) -> None:
+        """Something was scheduled: the loop's next wake-up is worked out anew."""
+        self._wake_at = 0.0
 
     def advance(self, seconds: float) -> float:
         """Move a virtual clock forward by ``seconds``, carrying out on the way every
@@ -378,6 +388,7 @@ class LiveFabric:
 
     def save(self) -> None:
         """Write the journal now."""
+        self._changed()  # every change is saved: the loop's next wake-up may be sooner
         if self.journal_path is None:
             return
         t0 = time.monotonic()
