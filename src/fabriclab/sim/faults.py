@@ -10,7 +10,9 @@
   ends while LinkWidthSupported etc. stay, so ``iblinkinfo`` says "Could be ...".
 - ``errors``: a bit-error rate on a link (:mod:`.ber`).
 - ``drop``: a port loses that percentage of the MADs it is asked to answer (ibsim's
-  ``Error`` command).
+  ``Error`` command).  As there, it is the port a MAD reaches that loses it: a directed
+  route enters a switch by an external port, so ``SWITCH[0]`` catches only LID-routed
+  MADs, and naming the switch covers every port.
 
 Several faults may hold one link down; it comes back when the last lets go.
 """
