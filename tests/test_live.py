@@ -279,3 +279,24 @@ def test_traffic_commands_check_their_words(routed):
     assert r["count"] == 2
     live.advance(1)
     assert all(f["state"] == "done" for f in live.traffic_request("list", [], {}))
+
+
+def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):
+    import time as _time
+
+    from fabriclab.sim import journal
+
+    cluster = build(load_spec("lab"))
+    with served(cluster, serve=False) as srv:
+        live = LiveFabric(srv, cluster, VirtualClock(), state=tmp_path, name="j")
+        assert live.wake() <= 2.0
+        path = journal.journal_path(tmp_path, "j")
+        assert path.exists()
+        p = live.resolve(f"{LEAF}[5]").ports[0]
+        p.counters.add("SymbolErrorCounter", 3)  # moved without a live change (a MAD)
+        live._saved -= 60  # as if the last save were a minute ago
+        live._wake_at = _time.monotonic()
+        live.wake()
+        key = f"{p.node.index}:{p.num}"
+        assert journal.load(path)["counters"][key][0]["SymbolErrorCounter"] == 3
+        live.close()

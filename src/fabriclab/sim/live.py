@@ -240,17 +240,19 @@ class LiveFabric:
     def wake(self) -> float:
         """The server loop's hook (called after each of its wake-ups, so after every
         burst of MADs): catch up when it is time to; seconds until it should be."""
-        now = self.clock.now()
-        if now < self._wake_at:
-            return self._wake_at - now
+        real = time.monotonic()  # (a virtual clock does not move by itself)
+        if real < self._wake_at:
+            return self._wake_at - real
+        wait = _JOURNAL_EVERY
         if not self.clock.virtual:
             self.catch_up()
+            due = self._next_due()
+            if due is not None:
+                wait = min(wait, max(0.0, due - self.clock.now()))
+            if self._busy():
+                wait = min(wait, _BUSY_WAKE)
         self._periodic_save()
-        due = None if self.clock.virtual else self._next_due()
-        wait = 2.0 if due is None else max(0.0, due - self.clock.now())
-        if self._busy() and not self.clock.virtual:
-            wait = min(wait, _BUSY_WAKE)
-        self._wake_at = self.clock.now() + wait
+        self._wake_at = time.monotonic() + wait
         return wait
 
     def _changed(self) -> None:
