@@ -1,5 +1,5 @@
 # Convenience wrappers; ./dev does the work (and needs nothing but bash and python3).
-.PHONY: run test bench setup
+.PHONY: run test lint bench setup
 run:
 	./dev run
 test:
@@ -8,3 +8,5 @@ bench:
 	./dev bench
 setup:
 	./dev setup
+lint:
+	./dev lint

@@ -237,15 +237,14 @@ def test_libibmad_reads_our_pma_attributes(real_tools, tmp_path):
     PortXmitDiscardDetails of an HCA port whose counters were given distinct values with
     bits across each field, so that a field read at the wrong offset or width reads
     something else; and ClassPortInfo's capability masks."""
-    from fabriclab.sim.counters import COUNTERS, DETAILS, NAMES
+    from fabriclab.ib.mad.counters import PORT_COUNTERS_WIDTHS
+    from fabriclab.sim.counters import DETAILS, NAMES
 
     lab = build(load_spec("lab"))
     rng = random.Random(20250101)
     wide = {name: rng.getrandbits(62) | 1 << 62 for name in NAMES}
     narrow = {
-        name: rng.randrange(1, (1 << width) - 1)
-        for name, (width, _, _) in COUNTERS.items()
-        if width
+        name: rng.randrange(1, (1 << width) - 1) for name, width in PORT_COUNTERS_WIDTHS.items()
     }
     details = {name: rng.randrange(1, 0xFFFF) for name in DETAILS}
     with served(lab) as srv:

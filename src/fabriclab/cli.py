@@ -906,8 +906,11 @@ def main() -> None:
             err.print(f"error: {_usage_where(e)}{_usage_what(e)}", markup=False)
             sys.exit(2)
         if _is(e, "ClickException"):
-            err.print(f"error: {' '.join(str(e.format_message()).split())}", markup=False)
-            sys.exit(e.exit_code if isinstance(getattr(e, "exit_code", None), int) else 2)
+            fmt = getattr(e, "format_message", None)
+            message = fmt() if callable(fmt) else str(e)
+            err.print(f"error: {' '.join(str(message).split())}", markup=False)
+            code = getattr(e, "exit_code", None)
+            sys.exit(code if isinstance(code, int) else 2)
         if os.environ.get("FABRICLAB_DEBUG"):  # pragma: no cover - a bug, not a user error
             raise
         err.print(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .limits import PROBLEMS_KEPT, PROBLEMS_SHOWN
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -48,8 +50,6 @@ class ProblemLog:
     only counted, so that a file of a million bad lines costs no more than a thousand."""
 
     def __init__(self, keep: int | None = None):
-        from .limits import PROBLEMS_KEPT
-
         self.keep = PROBLEMS_KEPT if keep is None else keep
         self.items: list[Problem] = []
         self.dropped = 0
@@ -70,8 +70,6 @@ class ProblemLog:
 def shown(problems: list[Problem], kind: str, dropped: int = 0) -> list[str]:
     """The lines to print for ``problems`` (``kind`` is "error" or "warning"): the first
     PROBLEMS_SHOWN, then one line with the count of the rest."""
-    from .limits import PROBLEMS_SHOWN
-
     out = [f"{kind}: {p}" for p in problems[:PROBLEMS_SHOWN]]
     rest = len(problems) - PROBLEMS_SHOWN + dropped if len(problems) > PROBLEMS_SHOWN else dropped
     if rest > 0:

@@ -162,8 +162,9 @@ class _Parser:
         self.order: list[str] = []
         self.links: dict[tuple[str, int], tuple[str, int, tuple | None, int]] = {}
         self.log = ProblemLog()
-        self.from_guid = self.from_port_guid = None
-        self.generated = None
+        self.from_guid: int | None = None
+        self.from_port_guid: int | None = None
+        self.generated: str | None = None
 
     def warn(self, line: int, what: str) -> None:
         self.log.add(f"{self.source}:{line}" if line else self.source, what)
@@ -265,7 +266,8 @@ class _Parser:
                 continue
             m = _IDS_RE.match(line)
             if m:
-                value, paren = _guid(m.group(2)), m.group(3) and _guid(m.group(3))
+                value = _guid(m.group(2))
+                paren = _guid(m.group(3)) if m.group(3) else None
                 if value is None or (m.group(3) and paren is None):
                     self.warn(no, f"{m.group(1)} has more than 64 bits; ignored")
                 else:

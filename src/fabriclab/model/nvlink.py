@@ -116,7 +116,7 @@ def _partition_gpus(text: str, by_host: dict[str, Tray], where: str) -> list[Gpu
 def _gpu_indices(text: str, where: str, host: str, gpus: int) -> list[int]:
     """GPU indices ``0-1,3``: each checked against the tray's ``gpus`` before any range
     is expanded."""
-    out = []
+    out: list[int] = []
     for part in text.strip("[]").split(","):
         lo, _, hi = part.partition("-")
         lo, hi = lo.strip(), (hi or lo).strip()

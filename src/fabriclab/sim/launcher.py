@@ -189,7 +189,7 @@ def _serve(
     if req.with_sm:
         sm_proc = start_sm(inst, cluster, req.sm_at or cluster.trays[0].host, state_dir())
         inst.note_sm(sm_proc.pid)
-        said = []
+        said: list[bool] = []
 
         def watch_sm() -> None:
             if not said and subnet_up(inst):
@@ -211,7 +211,7 @@ def _serve(
             sm_proc.terminate()
             try:
                 sm_proc.wait(5)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 sm_proc.kill()
         admin.close()
         live.close()

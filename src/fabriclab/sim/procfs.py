@@ -30,7 +30,7 @@ class ProcFile:
     def read(self) -> bytes:
         """The file's contents now."""
         os.lseek(self.fd, 0, os.SEEK_SET)
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
@@ -167,7 +167,7 @@ def nspids(pid: int) -> list[int]:
 def socket_inodes(pid: int) -> set[int]:
     """The inodes of the sockets process ``pid`` has open (readable for our own
     processes, or as root)."""
-    out = set()
+    out: set[int] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:

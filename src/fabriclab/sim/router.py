@@ -108,7 +108,7 @@ def dr_out(src: SimPort, path, hop_count: int) -> tuple[SimPort | None, bytearra
     return port, rpath, hops
 
 
-def dr_in(src: SimPort, rpath: bytes, hop_count: int) -> SimPort | None:
+def dr_in(src: SimPort, rpath: bytes | memoryview, hop_count: int) -> SimPort | None:
     """Follow a directed-route response back along its return path from ``src``; the
     port it reaches on the requester's node, or None."""
     hops: Hops = []

@@ -278,9 +278,10 @@ def sl_to_vl(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> Rep
     node = port.node
     if node.is_switch:
         inp, outp = (mod >> 8) & 0xFF, mod & 0xFF
-        if node.port(inp) is None or node.port(outp) is None:
+        out_port = node.port(outp)
+        if node.port(inp) is None or out_port is None:
             return STATUS_INVALID_FIELD, _ZERO64
-        target, key = node.ports[outp], inp << 8 | outp
+        target, key = out_port, inp << 8 | outp
     else:
         target, key = port, 0
     if method == Method.SET:

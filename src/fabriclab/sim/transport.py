@@ -296,7 +296,7 @@ class Transport:
                 cl = fds.get(fd, _NONE)
                 if cl is None:
                     self.read_control()
-                elif cl is not _NONE:
+                elif isinstance(cl, Client):
                     receive(cl)
                 elif fd in extra:
                     extra[fd]()

@@ -187,7 +187,7 @@ def scale(text: str, count: int) -> str:
     first = brackets[0]
     inner = 1
     for i in brackets[1:]:
-        inner *= sum(len(r) for r in parts[i])  # type: ignore[union-attr]
+        inner *= sum(len(r) for r in parts[i])
     full, rest = divmod(count, inner)
     ranges: list[_Range] = parts[first]  # type: ignore[assignment]
     lo, width = ranges[0].lo, ranges[0].width

@@ -48,7 +48,7 @@ def _loc_str(loc: tuple) -> str:
     return out or "(top)"
 
 
-def _clean_msg(err: dict) -> str:
+def _clean_msg(err: Any) -> str:
     msg = err["msg"]
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
@@ -78,7 +78,7 @@ def parse_spec_text(text: str, source: str) -> Spec:
         # the first PROBLEMS_KEPT are located and reported; the rest are only counted
         everything = e.errors(include_url=False, include_input=False, include_context=False)
         errors = everything[:PROBLEMS_KEPT]
-        locs = []
+        locs: list[tuple] = []
         for err in errors:
             loc = tuple(
                 p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))
@@ -128,8 +128,8 @@ def locate(spec: Spec, error: SpecError) -> SpecError:
         locs.append(tuple(loc))
     lines = yaml_guard.lines_for(spec._text, {loc for loc in locs if loc}) if spec._text else {}
     out = []
-    for p, loc in zip(error.problems, locs, strict=False):
-        line = _line_for(lines, loc) if loc else None
+    for p, at in zip(error.problems, locs, strict=False):
+        line = _line_for(lines, at) if at else None
         where = f"{spec._source}:{line}: {p.where}" if line else f"{spec._source}: {p.where}"
         out.append(Problem(where, p.what))
     return SpecError(out, warnings=error.warnings, dropped=error.dropped)

@@ -100,7 +100,7 @@ def check_pattern(fields: tuple[str, ...]):
                 if len(num) > 3 or int(num) > NAME_MAX:
                     raise ValueError(
                         f"bad name pattern {pattern!r}: width {num[:10]} in "
-                        f"{{{field}:{spec[:20]}}}; a name has at most {NAME_MAX} characters"
+                        f"{{{field}:{(spec or '')[:20]}}}; a name has at most {NAME_MAX} characters"
                     )
         return pattern
 

@@ -14,7 +14,7 @@ constructed by PyYAML's own resolver and SafeConstructor; only the tree walk is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import yaml
 
@@ -35,7 +35,7 @@ _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML w
 
 
 class _Resolver(yaml.resolver.Resolver):
-    yaml_implicit_resolvers: ClassVar[dict] = {
+    yaml_implicit_resolvers = {  # noqa: RUF012  (PyYAML looks resolvers up on the class)
         first: [(tag, rx) for tag, rx in pairs if tag not in _DROPPED]
         for first, pairs in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
@@ -101,6 +101,7 @@ def _walk(
     total = 0
     docs = 0
     root: Any = None
+    value: Any = None
     parser = _Parser(text)
     Scalar, Alias = yaml.ScalarEvent, yaml.AliasEvent
     MapStart, SeqStart = yaml.MappingStartEvent, yaml.SequenceStartEvent
@@ -126,9 +127,9 @@ def _walk(
                 if not stack:
                     root = value
                     continue
-                parent = stack[-1]
-                parent.size += size
-                _attach(parent, value, ev, fail)
+                outer = stack[-1]
+                outer.size += size
+                _attach(outer, value, ev, fail)
                 continue
             if (
                 kind is not Scalar
@@ -142,7 +143,7 @@ def _walk(
                         raise fail(ev.start_mark, "more than one YAML document; expected one")
                 continue
 
-            parent = stack[-1] if stack else None
+            parent: _Frame | None = stack[-1] if stack else None
             is_key = parent is not None and parent.seen is not None and parent.key_next
             if is_key and kind is not Scalar:
                 what = (
@@ -158,7 +159,7 @@ def _walk(
                     )
                 size, value = anchors[ev.anchor]
             else:
-                size, value = 1, None
+                size, value = 1, None  # the scalar or collection's value is made below
                 if ev.tag not in _ALLOWED_TAGS:
                     raise fail(ev.start_mark, f"tag {_tag(ev.tag)} is not allowed here")
             total += size
@@ -173,15 +174,16 @@ def _walk(
                 if ev.anchor is not None:
                     anchors[ev.anchor] = (1, value)
                 if is_key:
+                    assert parent is not None and parent.seen is not None  # is_key says so
                     raw = ev.value
-                    if raw in parent.seen:  # type: ignore[union-attr, operator]
+                    if raw in parent.seen:
                         raise fail(ev.start_mark, f"duplicate key {raw[:80]!r}")
-                    parent.seen.add(raw)  # type: ignore[union-attr]
-                    parent.key = _MERGE_KEY if tag == _MERGE else value  # type: ignore[union-attr]
-                    parent.raw_key = raw  # type: ignore[union-attr]
-                    parent.key_next = False  # type: ignore[union-attr]
-                    parent.size += 1  # type: ignore[union-attr]
-                    if on_node is not None and on_node((*parent.path, raw), ev.start_mark.line + 1):  # type: ignore[union-attr]
+                    parent.seen.add(raw)
+                    parent.key = _MERGE_KEY if tag == _MERGE else value
+                    parent.raw_key = raw
+                    parent.key_next = False
+                    parent.size += 1
+                    if on_node is not None and on_node((*parent.path, raw), ev.start_mark.line + 1):
                         return None
                     continue
 
@@ -242,7 +244,7 @@ def _attach(parent: _Frame, value: Any, ev, fail) -> None:
             raise fail(ev.start_mark, "a merge key (<<) takes a mapping or a list of mappings")
         parent.merges.extend(items)
     else:
-        parent.value[parent.key] = value  # type: ignore[index]
+        parent.value[parent.key] = value
     parent.key_next = True
 
 

@@ -154,7 +154,7 @@ def _normalized(instances: list[InstanceTopology]) -> list[InstanceTopology]:
     names: dict[int, dict[str, str]] = {}
     out = []
     for instance in ordered:
-        tiers = []
+        tiers: list[tuple[str, str]] = []
         for level, (switch_id, _) in enumerate(instance.tiers):
             if not switch_id:
                 tiers.append((switch_id, ""))

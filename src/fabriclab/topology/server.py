@@ -229,12 +229,12 @@ def _block_name(params: api_models.BlockNameParams | None) -> BlockName | None:
 
 # --- HTTP ------------------------------------------------------------------------------
 _TEXT = {"text/plain": {"schema": {"type": "string"}}}
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "A bad request (one line: what is wrong)", "content": _TEXT},
     413: {"description": "The body is over the server's limit", "content": _TEXT},
     422: {"description": "The JSON nests too deep or has too long a number", "content": _TEXT},
 }
-_RESULT = {
+_RESULT: dict[int | str, dict[str, Any]] = {
     202: {"description": "Still pending", "content": _TEXT},
     404: {"description": "No such request, or its result was evicted", "content": _TEXT},
 }
@@ -303,7 +303,7 @@ def make_app(
     """The FastAPI app of ``service``: topograph's routes, bodies bounded by ``max_body``,
     a bearer token on every path but /healthz when ``token`` is given."""
     app = FastAPI(title="fabriclab topology API", docs_url=None, redoc_url=None)
-    responses = dict(_ERRORS)
+    responses: dict[int | str, dict[str, Any]] = dict(_ERRORS)
     if token:
         responses[401] = {"description": "Missing or wrong bearer token", "content": _TEXT}
         app.add_middleware(BearerAuth, token=token)
@@ -374,7 +374,7 @@ def make_app(
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented override
     return app
 
 
@@ -389,7 +389,7 @@ def is_loopback(host: str) -> bool:
     except (OSError, UnicodeError):
         return False
     return bool(infos) and all(
-        ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos
+        ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos
     )
 
 

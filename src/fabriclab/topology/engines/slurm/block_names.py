@@ -99,7 +99,8 @@ def _go_expand(template: str, match) -> str:
 def block_names(blocks: list[Block], block_name: BlockName | None) -> list[str]:
     """Each block's name: its id, or what ``block_name`` makes of its nodes; two blocks
     with one name are a SlurmTopologyError."""
-    names, named_by = [], {}
+    names: list[str] = []
+    named_by: dict = {}
     for block in blocks:
         name = block_name.name(block.id, block.name, block.nodes) if block_name else block.id
         if name in named_by:

@@ -152,7 +152,7 @@ def _empty_base(size: int) -> BaseBlock:
 
 def _split(block_id: str, hosts: list[HostInfo], size: int) -> list[BaseBlock]:
     """Hosts cut into base blocks of ``size``: ``id``, ``id#2``, ``id#3`` …"""
-    out = []
+    out: list[BaseBlock] = []
     for start in range(0, len(hosts), size):
         part_id = block_id if not out else f"{block_id}#{len(out) + 1}"
         out.append(_new_base(part_id, hosts[start : start + size], size))
@@ -242,8 +242,9 @@ def _build_block_tree(domains: DomainMap, sizes: list[int]) -> AggregateBlock | 
     root = _domain_tree(domains)
     base, desired = sizes[0], sizes[-1]
     single = bool(root.children) and all(
-        domain.hosts is not None and not domain.children for domain in root.children.values()
-    )  # type: ignore[union-attr]
+        domain.hosts is not None and not domain.children
+        for domain in (root.children or {}).values()
+    )
     result = AggregateBlock(root.id)
     common = 0  # the gcd of the domains' aggregate sizes
     for name in sorted(root.children or {}):
