@@ -144,6 +144,17 @@ def _degrade_options(where: str, p: SimPort, width, speed) -> dict:
     return out
 
 
+def _key(q: SimPort) -> int:
+    """A port's key in an errors fault's per-end state (node index and port number)."""
+    return q.node.index << 8 | q.num
+
+
+def _link_ends(p: SimPort) -> tuple[SimPort, SimPort]:
+    """Both ends of ``p``'s link (a fault on a link is only ever on a cabled port)."""
+    assert p.peer is not None
+    return p, p.peer
+
+
 def _cap_port(q: SimPort) -> SimPort:
     """The port whose CapabilityMask speaks for ``q`` (a switch's port 0)."""
     if q.node.is_switch:
@@ -273,7 +284,7 @@ class FaultBook:
                     )
         elif f.kind == "errors":
             p = t.ports[0]
-            self.ends[f.id] = {q.node.index << 8 | q.num: ber.EndState.at(q) for q in (p, p.peer)}
+            self.ends[f.id] = {_key(q): ber.EndState.at(q) for q in _link_ends(p)}
             f.progress = {"recoveries": 0}
             if not quiet:
                 ev(
@@ -423,12 +434,10 @@ class FaultBook:
             if f.kind != "errors":
                 continue
             p = self.targets[f.id].ports[0]
-            ends = self.ends.setdefault(
-                f.id, {q.node.index << 8 | q.num: ber.EndState.at(q) for q in (p, p.peer)}
-            )
+            ends = self.ends.setdefault(f.id, {_key(q): ber.EndState.at(q) for q in _link_ends(p)})
             recov = 0
-            for q in (p, p.peer):
-                end = ends[q.node.index << 8 | q.num]
+            for q in _link_ends(p):
+                end = ends[_key(q)]
                 before = dict(end.totals)
                 added = ber.step(q, end, f.options["ber"], seconds)
                 if added:
