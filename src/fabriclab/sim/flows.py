@@ -105,6 +105,14 @@ class Snapshot:
             if top:
                 self.lft[r, :top] = np.frombuffer(sw.lft, dtype=np.uint8, count=top)  # type: ignore[union-attr]
 
+        # per port, for the walk: where its node's LFT row starts in the flat matrix,
+        # its node's first port, and its node's number of port slots
+        self.lft_flat = self.lft.ravel()
+        row_of = np.where(self.sw_row >= 0, self.sw_row, 0) * width
+        self.row_at = row_of[self.node]
+        self.base_at = self.base[:-1][self.node]
+        self.size_at = sizes[self.node]
+
     def index(self, port: SimPort) -> int:
         """A port's index in the flat numbering."""
         return int(self.base[port.node.index]) + port.num
@@ -179,12 +187,10 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray
             if refused.any():
                 end[alive[refused]], at[alive[refused]] = CONSTRAINT, ingress[refused]
                 alive, ingress = alive[~refused], ingress[~refused]
-        node = snap.node[ingress]
-        d = dlid[alive]
-        out = snap.lft[snap.sw_row[node], d].astype(np.int64)
+        out = snap.lft_flat[snap.row_at[ingress] + dlid[alive]].astype(np.int64)
         to_self = out == 0  # for the switch itself: not the CA the flow is for
-        relay = (out == 0xFF) | (out >= snap.nports_of[node])
-        nxt = snap.base[node] + np.where(relay, 0, out)
+        relay = (out == 0xFF) | (out >= snap.size_at[ingress])
+        nxt = snap.base_at[ingress] + np.where(relay, 0, out)
         relay |= ~snap.exists[nxt]
         if relay.any():
             end[alive[relay]], at[alive[relay]] = RELAY, ingress[relay]

@@ -57,9 +57,11 @@ def maxmin(
     rate = np.zeros(nflows)
     frozen = ~active.astype(bool)
     flow_of_entry = np.repeat(np.arange(nflows), np.diff(flow_ptr))  # CSR entry -> its flow
-    live_entry = active[flow_of_entry]
-    ent_links = flow_links[live_entry]
-    ent_flows = flow_of_entry[live_entry]
+    if frozen.any():
+        live_entry = active[flow_of_entry]
+        ent_links, ent_flows = flow_links[live_entry], flow_of_entry[live_entry]
+    else:
+        ent_links, ent_flows = flow_links, flow_of_entry
     count = np.bincount(ent_links, minlength=nlinks).astype(np.int64)
     wsum = np.bincount(ent_links, weights=weight[ent_flows], minlength=nlinks)
     left = capacity.astype(float).copy()
