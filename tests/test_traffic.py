@@ -430,3 +430,48 @@ def test_max_min_on_a_hand_worked_example():
     )
     # B: f1 + 2 f2 + f3 = 10 at level 2.5; A: f0 + f4 = 10 - 2.5 -> 3.75 each
     assert rate == pytest.approx([3.75, 2.5, 2.5, 2.5, 3.75], rel=1e-12)
+
+
+@pytest.mark.realtools
+def test_real_perfquery_reads_the_words_a_flow_moved(real_tools, tmp_path):
+    """The fabric served in-process, routes filled in process, one flow of known size
+    under the virtual clock: the real ``perfquery -x`` at the leaf's uplink and at the
+    receiving HCA reads exactly the words the flow moved."""
+    import re
+
+    from helpers import run_tool, served
+
+    cl = cluster()
+    with served(cl) as srv:
+        sim = srv.sim
+        minhop.fill(sim)
+        clock = VirtualClock()
+        eng = TrafficEngine(sim, clock)
+        src = sim.port_of(cl.fabric.find("t1 mlx5_0").port(1))
+        dst = sim.port_of(cl.fabric.find("t3 mlx5_0").port(1))
+        hops = path(src, dst)
+        size = 123_456_789
+        eng.add(src, dst, bytes=size)
+        clock.advance(1.0)
+        eng.advance()
+        assert eng.flows()[0].state == "done"
+        pkts, wds = words(size)
+        leaf_up = hops[1][0]  # the leaf's port towards the spine
+
+        def perfquery(host: str, *args: str) -> dict[str, int]:
+            r = run_tool(srv.name, host, ["perfquery", "-x", *args], tmp_path)
+            assert r.returncode == 0, r.stderr[-2000:]
+            return {k: int(v) for k, v in re.findall(r"^(\w+):\.+(\d+)$", r.stdout, re.M)}
+
+        # a port the query's own MAD does not cross: exact
+        leaf_lid = leaf_up.node.ports[0].lid
+        got = perfquery("t1", str(leaf_lid), str(leaf_up.num))
+        assert (got["PortXmitData"], got["PortXmitPkts"]) == (wds, pkts)
+        assert got["PortRcvData"] == 0
+        # the HCA the flow went to, asked from there (a query of its own LID does not
+        # leave the port): exact too, in the 64-bit and the 32-bit view
+        got = perfquery("t3")
+        assert (got["PortRcvData"], got["PortRcvPkts"], got["PortXmitData"]) == (wds, pkts, 0)
+        assert got["PortUnicastRcvPkts"] == pkts
+        r = run_tool(srv.name, "t3", ["perfquery"], tmp_path)
+        assert re.search(rf"^PortRcvData:\.+{wds}$", r.stdout, re.M), r.stdout

@@ -96,7 +96,7 @@ class Snapshot:
         self.sw_row = np.full(len(nodes), -1, dtype=np.int64)
         for r, n in enumerate(sw_nodes):
             self.sw_row[n.index] = r
-        width = 1
+        width = int(lid.max()) + 1  # every LID a port has (DLIDs are): no bounds checks
         for n in sw_nodes:
             width = max(width, min(len(n.sw.lft), n.sw.lft_top + 1))  # type: ignore[union-attr]
         self.lft = np.full((len(sw_nodes), width), 0xFF, dtype=np.uint8)
@@ -105,6 +105,14 @@ class Snapshot:
             top = min(len(sw.lft), sw.lft_top + 1)  # type: ignore[union-attr]
             if top:
                 self.lft[r, :top] = np.frombuffer(sw.lft, dtype=np.uint8, count=top)  # type: ignore[union-attr]
+
+        # per port, for the walk: where its node's LFT row starts in the flat matrix,
+        # its node's first port, and its node's number of port slots
+        self.lft_flat = self.lft.ravel()
+        row_of = np.where(self.sw_row >= 0, self.sw_row, 0) * width
+        self.row_at = row_of[self.node]
+        self.base_at = self.base[:-1][self.node]
+        self.size_at = sizes[self.node]
 
     def index(self, port: SimPort) -> int:
         """A port's index in the flat numbering."""
@@ -154,7 +162,7 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray
     step_ports: list[np.ndarray] = []
     alive = np.arange(nflows)
     egress = src.astype(np.int64)
-    width = snap.lft.shape[1]
+    check = not admitted.all()
     for step in range(MAX_HOPS):
         if len(alive) == 0:
             break
@@ -175,19 +183,15 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray
             end[arrived[hit]] = DELIVERED
             end[arrived[~hit]], at[arrived[~hit]] = LOST, where[~hit]
             alive, ingress = alive[sw], ingress[sw]
-        if step == 0:
+        if step == 0 and check:
             refused = ~admitted[alive]
             if refused.any():
                 end[alive[refused]], at[alive[refused]] = CONSTRAINT, ingress[refused]
                 alive, ingress = alive[~refused], ingress[~refused]
-        node = snap.node[ingress]
-        d = dlid[alive]
-        inside = d < width
-        out = np.full(len(alive), 0xFF, dtype=np.int64)
-        out[inside] = snap.lft[snap.sw_row[node[inside]], d[inside]]
+        out = snap.lft_flat[snap.row_at[ingress] + dlid[alive]].astype(np.int64)
         to_self = out == 0  # for the switch itself: not the CA the flow is for
-        relay = (out == 0xFF) | (out >= snap.nports_of[node])
-        nxt = snap.base[node] + np.where(relay, 0, out)
+        relay = (out == 0xFF) | (out >= snap.size_at[ingress])
+        nxt = snap.base_at[ingress] + np.where(relay, 0, out)
         relay |= ~snap.exists[nxt]
         if relay.any():
             end[alive[relay]], at[alive[relay]] = RELAY, ingress[relay]

@@ -57,9 +57,11 @@ def maxmin(
     rate = np.zeros(nflows)
     frozen = ~active.astype(bool)
     flow_of_entry = np.repeat(np.arange(nflows), np.diff(flow_ptr))  # CSR entry -> its flow
-    live_entry = active[flow_of_entry]
-    ent_links = flow_links[live_entry]
-    ent_flows = flow_of_entry[live_entry]
+    if frozen.any():
+        live_entry = active[flow_of_entry]
+        ent_links, ent_flows = flow_links[live_entry], flow_of_entry[live_entry]
+    else:
+        ent_links, ent_flows = flow_links, flow_of_entry
     count = np.bincount(ent_links, minlength=nlinks).astype(np.int64)
     wsum = np.bincount(ent_links, weights=weight[ent_flows], minlength=nlinks)
     left = capacity.astype(float).copy()
@@ -93,25 +95,24 @@ def maxmin(
             k = j
         if lmin <= level * (1 + tol):
             sat = np.flatnonzero(share <= level * (1 + tol))
-            fl = link_flows[rows(link_ptr, sat)]
-            fl = np.unique(fl[~frozen[fl]])
+            mark = np.zeros(nflows, dtype=bool)
+            mark[link_flows[rows(link_ptr, sat)]] = True
+            fl = np.flatnonzero(mark & ~frozen)
             rate[fl] = level
             frozen[fl] = True
             new.append(fl)
-            share[sat] = np.inf
         done = np.concatenate(new) if new else np.zeros(0, dtype=np.int64)
         if len(done) == 0:  # cannot happen: the lowest share or limit always freezes one
             break
         unfrozen -= len(done)
-        pos = rows(flow_ptr, done)
-        links = flow_links[pos]
+        links = flow_links[rows(flow_ptr, done)]
         owner = np.repeat(done, np.diff(flow_ptr)[done])
-        touched = np.unique(links)
         count -= np.bincount(links, minlength=nlinks)
         wsum -= np.bincount(links, weights=weight[owner], minlength=nlinks)
         left -= np.bincount(links, weights=weight[owner] * rate[owner], minlength=nlinks)
         np.maximum(left, 0.0, out=left)
-        c, w, lf = count[touched], wsum[touched], left[touched]
+        # every link's share anew: one pass over the links costs less than finding
+        # the ones touched
         with np.errstate(divide="ignore", invalid="ignore"):
-            share[touched] = np.where(c > 0, lf / np.where(c > 0, w, 1.0), np.inf)
+            share = np.where(count > 0, left / np.where(count > 0, wsum, 1.0), np.inf)
     return rate

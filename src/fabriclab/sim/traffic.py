@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from ..errors import InputError
 from ..ib.packets import HEADER_WORDS, WIRE_OVERHEAD_BYTES
@@ -396,40 +397,38 @@ class TrafficEngine:
         return route(snap, src, dst, admitted)
 
     def _index_routes(self) -> None:
-        """The orderings the rates and counters need, from the routes."""
+        """The incidences the rates and counters need, from the routes: by flow, the
+        links each flow's packets take (its hops, then the port that discards them, which
+        takes them at its rate); by port, the flows crossing it (scipy's sparse matrix
+        build does the grouping, a counting sort)."""
         r, snap = self._routes, self._snapshot()
         assert r is not None
         nflows = len(r.end)
         nhops = np.diff(r.ptr)
-        self._hop_flow = np.repeat(np.arange(nflows), nhops)
-        # hops grouped by the port they leave by: one segment per port
-        by_port = np.argsort(r.hops, kind="stable")
-        ports = r.hops[by_port]
-        self._seg_hop_flow = self._hop_flow[by_port]
-        if len(ports):
-            cut = np.flatnonzero(np.diff(ports)) + 1
-            self._seg_start = np.concatenate(([0], cut))
-            self._seg_port = ports[self._seg_start]
-        else:
-            self._seg_start = self._seg_port = np.zeros(0, dtype=np.int64)
-        self._seg_peer = snap.peer[self._seg_port]
-        # the links each flow's packets take, for max-min: its hops, and the port that
-        # discards them (it takes them at its rate)
         disc = r.end == DISCARDED
-        cnt = nhops + disc
-        ptr = np.concatenate(([0], np.cumsum(cnt)))
-        links = np.empty(int(ptr[-1]), dtype=np.int64)
-        pos = np.arange(len(r.hops)) - np.repeat(r.ptr[:-1], nhops) + np.repeat(ptr[:-1], nhops)
-        links[pos] = r.hops
-        links[ptr[1:][disc] - 1] = r.at[disc]
-        owner = np.repeat(np.arange(nflows), cnt)
-        order = np.argsort(links, kind="stable")
-        self._con = (
-            ptr,
-            links,
-            np.concatenate(([0], np.cumsum(np.bincount(links, minlength=snap.nports)))),
-            owner[order],
+        if disc.any():
+            cnt = nhops + disc
+            ptr = np.concatenate(([0], np.cumsum(cnt)))
+            links = np.empty(int(ptr[-1]), dtype=np.int64)
+            is_hop = np.ones(len(links), dtype=bool)
+            is_hop[ptr[1:][disc] - 1] = False
+            links[is_hop] = r.hops
+            links[~is_hop] = r.at[disc]
+        else:
+            ptr, links = r.ptr, r.hops
+            is_hop = np.ones(len(links), dtype=bool)
+        owner = np.repeat(np.arange(nflows), np.diff(ptr))
+        # rows: ports; columns: flows; 1 where the flow's packets leave by the port (0
+        # at a port that discards them); a flow crossing a port twice (a loop) sums
+        by_port = csr_matrix(
+            (is_hop.astype(np.int64), (links, owner)), shape=(snap.nports, max(nflows, 1))
         )
+        self._by_port = by_port
+        self._con = (ptr, links, by_port.indptr, by_port.indices)
+        used = np.flatnonzero(np.diff(by_port.indptr))
+        self._seg_start = by_port.indptr[used]
+        self._seg_port = used
+        self._seg_peer = snap.peer[used]
         self._weight = (r.mtu + WIRE_OVERHEAD_BYTES) / r.mtu
 
     def _rates(self) -> None:
@@ -453,7 +452,7 @@ class TrafficEngine:
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(sent > snap.capacity, snap.capacity / sent, 1.0)
         offer = offer * scale[src]
-        demand = np.bincount(r.hops, weights=offer[self._hop_flow], minlength=snap.nports)
+        demand = self._by_port @ offer
         excess = demand - snap.capacity
         over = np.flatnonzero(excess > snap.capacity * 1e-9)
         self._wait_ports, self._wait_excess = over, excess[over]
@@ -478,43 +477,27 @@ class TrafficEngine:
         """``dt`` seconds of the running flows at their rates; ``ends`` finish."""
         f, r = self._f, self._routes
         if r is not None and len(run):
-            x = f.rate[run] * dt + f.frac[run]
+            # every flow running (the common case): slices instead of gathers
+            sel = slice(0, f.n) if len(run) == f.n else run
+            x = f.rate[sel] * dt + f.frac[sel]
             got = np.floor(x)
-            f.frac[run] = x - got
+            f.frac[sel] = x - got
             b = got.astype(np.int64)
             if ends is not None and len(ends):
                 pos = np.searchsorted(run, ends)
                 b[pos] = f.size[ends] - f.delivered[ends]
-            mtu = r.mtu[run]
-            to_dst = r.end[run] == DELIVERED
-            pk = np.zeros(len(run), dtype=np.int64)
-            wd = np.zeros(len(run), dtype=np.int64)
-            # delivered stream: whole packets, and the last one when the flow ends
-            d = run[to_dst]
-            old = f.delivered[d]
-            size = f.size[d]
-            new = np.where(size >= 0, np.minimum(old + b[to_dst], size), old + b[to_dst])
-            m = mtu[to_dst]
-            full = new // m - old // m
-            pw = full * (m // 4 + HEADER_WORDS)
-            done = (size >= 0) & (new == size)
-            tail = done & (size % m != 0)
-            rest = size % m
-            full += tail
-            pw += np.where(tail, -(-rest // 4) + HEADER_WORDS, 0)
-            pk[to_dst], wd[to_dst] = full, pw
-            f.delivered[d] = new
-            if done.any():
-                f.state[d[done]] = DONE
-                self._rates_stale = True
-            # dropped stream: whole packets only (the flow never ends)
-            lo = run[~to_dst]
-            old = f.lost[lo]
-            new = old + b[~to_dst]
-            m = mtu[~to_dst]
-            full = new // m - old // m
-            pk[~to_dst], wd[~to_dst] = full, full * (m // 4 + HEADER_WORDS)
-            f.lost[lo] = new
+            to_dst = r.end[sel] == DELIVERED
+            if to_dst.all():
+                pk, wd = self._stream(f.delivered, sel, b, r.mtu[sel], f.size[sel])
+            else:
+                pk = np.zeros(len(run), dtype=np.int64)
+                wd = np.zeros(len(run), dtype=np.int64)
+                d, lo = run[to_dst], run[~to_dst]
+                pk[to_dst], wd[to_dst] = self._stream(
+                    f.delivered, d, b[to_dst], r.mtu[d], f.size[d]
+                )
+                # dropped packets: a stream that never ends
+                pk[~to_dst], wd[~to_dst] = self._stream(f.lost, lo, b[~to_dst], r.mtu[lo], None)
             self._count(run, pk, wd)
         # PortXmitWait: demand beyond capacity, in ticks, fractions carried
         if len(self._wait_ports):
@@ -524,23 +507,52 @@ class TrafficEngine:
             self._wait_frac[w] = x - ticks
             self._tot[_XW, w] += ticks.astype(np.int64)
 
+    def _stream(self, pos, sel, b, mtu, size):
+        """Advance the byte positions ``pos[sel]`` by ``b``: the packets and data words
+        that took, whole packets of ``mtu`` and, for a flow reaching its ``size``, the
+        last one with the rest.  Flows reaching their size are done."""
+        old = pos[sel].copy()  # (a slice would be a view of what changes below)
+        new = old + b
+        if size is None:
+            full = new // mtu - old // mtu
+            pos[sel] = new
+            return full, full * (mtu // 4 + HEADER_WORDS)
+        finite = size >= 0
+        np.minimum(new, size, where=finite, out=new)
+        pos[sel] = new
+        full = new // mtu - old // mtu
+        wd = full * (mtu // 4 + HEADER_WORDS)
+        done = finite & (new == size)
+        if done.any():
+            idx = np.flatnonzero(done)
+            rest = size[idx] % mtu[idx]
+            tail = rest > 0
+            full[idx[tail]] += 1
+            wd[idx[tail]] += -(-rest[tail] // 4) + HEADER_WORDS
+            ids = np.arange(self._f.n)[sel][idx] if isinstance(sel, slice) else sel[idx]
+            self._f.state[ids] = DONE
+            self._rates_stale = True
+        return full, wd
+
     def _count(self, run: np.ndarray, pk: np.ndarray, wd: np.ndarray) -> None:
         """Add each running flow's packets and words to the ports it crosses."""
         f, r = self._f, self._routes
         assert r is not None
-        tot = self._tot
-        if len(self._seg_start):
-            pk_all = np.zeros(f.n, dtype=np.int64)
-            wd_all = np.zeros(f.n, dtype=np.int64)
-            pk_all[run], wd_all[run] = pk, wd
-            flows = self._seg_hop_flow
+        tot, m = self._tot, self._by_port
+        if m.nnz:
+            if len(run) == f.n:
+                pk_all, wd_all = pk, wd
+            else:
+                pk_all = np.zeros(f.n, dtype=np.int64)
+                wd_all = np.zeros(f.n, dtype=np.int64)
+                pk_all[run], wd_all[run] = pk, wd
+            pkts = m @ pk_all  # per port: a sparse product, exact in int64
+            words = m @ wd_all
+            tot[_XP] += pkts
+            tot[_XD] += words
             sp, pe = self._seg_port, self._seg_peer
-            pkts = np.add.reduceat(pk_all[flows], self._seg_start)
-            words = np.add.reduceat(wd_all[flows], self._seg_start)
-            tot[_XP, sp] += pkts
-            tot[_RP, pe] += pkts
-            tot[_XD, sp] += words
-            tot[_RD, pe] += words
+            tot[_RP, pe] += pkts[sp]
+            tot[_RD, pe] += words[sp]
         ends = r.end[run]
         for end, row in _DROP_ROW.items():
             sel = (ends == end) & (pk > 0)
