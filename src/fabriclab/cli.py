@@ -467,6 +467,16 @@ def up(
     swap: list[str] | None = typer.Option(
         None, "--swap", metavar="PORT,PORT", help="Serve these two cables' far ends swapped."
     ),
+    virtual_clock: bool = typer.Option(
+        False,
+        "--virtual-clock",
+        help="Time moves only by 'fabriclab clock advance' (every counter exact).",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Bring back the faults, scenarios and counters the fabric had (its journal).",
+    ),
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
@@ -487,6 +497,8 @@ def up(
             detach=detach,
             cold=cold,
             swaps=swap or [],
+            virtual_clock=virtual_clock,
+            resume=resume,
         ),
         load=_cluster,
         say=_say,
@@ -562,6 +574,290 @@ def shims(
 
     written = tools.shims(name, node, directory, load=_cluster)
     _say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
+
+
+# --- the live fabric: faults, events, scenarios, the clock -----------------------------
+
+fault_app = typer.Typer(no_args_is_help=True, help="Faults on a running fabric ('fabriclab up').")
+scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files run on a running fabric.")
+clock_app = typer.Typer(no_args_is_help=True, help="The running fabric's clock.")
+app.add_typer(fault_app, name="fault")
+app.add_typer(scenario_app, name="scenario")
+app.add_typer(clock_app, name="clock")
+TargetArg = typer.Argument(
+    ..., help="SWITCH[port] or HOST/HCA[port] (either end names the link), a switch or a tray."
+)
+SubNameOpt = typer.Option(None, "--name", "-n", help="The fabric's name (default 'sim').")
+
+
+def _group_name(ctx: typer.Context, name: str = NameOpt) -> None:
+    ctx.obj = name
+
+
+fault_app.callback()(_group_name)
+scenario_app.callback()(_group_name)
+clock_app.callback()(_group_name)
+
+
+def _live(ctx: typer.Context, name: str | None, req: dict):
+    from .sim import admin
+
+    return admin.request(name or ctx.obj or "sim", req)
+
+
+def _fault(ctx: typer.Context, name: str | None, kind: str, target: str, **options) -> None:
+    opts = {k: v for k, v in options.items() if v is not None}
+    f = _live(ctx, name, {"op": "fault", "kind": kind, "target": target, "options": opts})
+    if kind == "up":
+        out.print(f"cleared fault(s) {', '.join(map(str, f['cleared']))}", markup=False)
+        return
+    shown_opts = " ".join(f"{k}={v}" for k, v in f["options"].items() if k != "seed")
+    out.print(f"fault {f['id']}: {f['kind']} {f['target']} {shown_opts}".rstrip(), markup=False)
+
+
+@fault_app.command("down")
+def fault_down(ctx: typer.Context, target: str = TargetArg, name: str | None = SubNameOpt) -> None:
+    """Take a link down (either end), every link of a switch (it stops answering MADs),
+    or every HCA link of a tray."""
+    _fault(ctx, name, "down", target)
+
+
+@fault_app.command("up")
+def fault_up(ctx: typer.Context, target: str = TargetArg, name: str | None = SubNameOpt) -> None:
+    """Bring back what a down or flap fault took down."""
+    _fault(ctx, name, "up", target)
+
+
+@fault_app.command("flap")
+def fault_flap(
+    ctx: typer.Context,
+    target: str = TargetArg,
+    period: float = typer.Option(2.0, "--period", help="Seconds per flap (down half of it)."),
+    count: int = typer.Option(1, "--count", help="How many flaps."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Flap a link: down and up again, COUNT times, every PERIOD seconds."""
+    _fault(ctx, name, "flap", target, period=period, count=count)
+
+
+@fault_app.command("degrade")
+def fault_degrade(
+    ctx: typer.Context,
+    target: str = TargetArg,
+    width: str | None = typer.Option(None, "--width", help="Retrain at this width (2x, 1x)."),
+    speed: str | None = typer.Option(None, "--speed", help="Retrain at this speed (HDR, EDR...)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Retrain a link narrower or slower (iblinkinfo then says 'Could be ...')."""
+    _fault(ctx, name, "degrade", target, width=width, speed=speed)
+
+
+@fault_app.command("errors")
+def fault_errors(
+    ctx: typer.Context,
+    target: str = TargetArg,
+    ber: float = typer.Option(..., "--ber", help="Bit-error rate, e.g. 1e-10."),
+    down_after: int | None = typer.Option(
+        None, "--down-after", help="Error recoveries before the link goes down and retrains."
+    ),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Put a bit-error rate on a link: its error counters grow at the pace it implies."""
+    _fault(ctx, name, "errors", target, ber=ber, down_after=down_after)
+
+
+@fault_app.command("drop")
+def fault_drop(
+    ctx: typer.Context,
+    target: str = TargetArg,
+    rate: float = typer.Option(100.0, "--rate", help="Percent of MADs lost (ibsim's Error)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the losses (repeatable)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Make a port (or every port of a switch) lose MADs it is asked to answer."""
+    _fault(ctx, name, "drop", target, rate=rate, seed=seed)
+
+
+@fault_app.command("list")
+def fault_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+    """The faults in force."""
+    table = Table(title="faults")
+    for col in ("id", "kind", "target", "options", "since (s)", "progress"):
+        table.add_column(col)
+    for f in _live(ctx, name, {"op": "faults"}):
+        opts = " ".join(f"{k}={v}" for k, v in f["options"].items())
+        prog = " ".join(f"{k}={v}" for k, v in f["progress"].items())
+        table.add_row(str(f["id"]), f["kind"], f["target"], opts, f"{f['since']:.3f}", prog)
+    out.print(table)
+
+
+@fault_app.command("clear")
+def fault_clear(
+    ctx: typer.Context,
+    fault_id: int | None = typer.Argument(None, metavar="[ID]", help="The fault (default: all)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Clear one fault, or all of them."""
+    ids = _live(ctx, name, {"op": "clear", "id": fault_id})
+    out.print(f"cleared {len(ids)} fault(s) {' '.join(map(str, ids))}".rstrip(), markup=False)
+
+
+@scenario_app.command("run")
+def scenario_run(
+    ctx: typer.Context,
+    file: Path = typer.Argument(..., help="The scenario (YAML timeline)."),
+    wait: bool = typer.Option(
+        True, "--wait/--no-wait", help="Under wall time, wait until the last step has run."
+    ),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Check a scenario file whole, then run it on the fabric."""
+    from .sim import scenario
+
+    text = scenario.read_file(file)
+    r = _live(ctx, name, {"op": "scenario", "text": text, "source": str(file)})
+    _say(f"scenario {r['name']!r}: {r['steps']} steps from t={r['start']:g} s to t={r['end']:g} s")
+    if r["virtual"]:
+        _say("the clock is virtual: 'fabriclab clock advance SECONDS' moves it")
+        return
+    if wait:
+        import time
+
+        while any(s["name"] == r["name"] for s in _live(ctx, name, {"op": "scenarios"})):
+            time.sleep(0.2)
+        _say(f"scenario {r['name']!r} done")
+
+
+@clock_app.command("advance")
+def clock_advance(
+    ctx: typer.Context,
+    seconds: float = typer.Argument(..., help="How far to move a virtual clock."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Move the fabric's virtual clock (up --virtual-clock) forward."""
+    r = _live(ctx, name, {"op": "advance", "seconds": seconds})
+    out.print(f"clock at {r['now']:g} s", markup=False)
+
+
+@clock_app.command("show")
+def clock_show(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+    """The fabric's clock."""
+    r = _live(ctx, name, {"op": "clock"})
+    out.print(f"clock at {r['now']:g} s ({'virtual' if r['virtual'] else 'wall time'})")
+
+
+traffic_app = typer.Typer(no_args_is_help=True, help="Traffic on a running fabric.")
+app.add_typer(traffic_app, name="traffic")
+traffic_app.callback()(_group_name)
+BytesOpt = typer.Option(None, "--bytes", help="Bytes to deliver (4096, 64Mi, 10G).")
+RateOpt = typer.Option(None, "--rate", help="Payload per second (12.5GB/s, 100Gb/s).")
+
+
+def _traffic(ctx: typer.Context, name: str | None, verb: str, args: list, **options) -> None:
+    opts = {k: v for k, v in options.items() if v is not None}
+    r = _live(ctx, name, {"op": "traffic", "verb": verb, "args": args, "options": opts})
+    ids = r["ids"]
+    shown_ids = " ".join(map(str, ids[:20])) + (" …" if r["count"] > 20 else "")
+    out.print(f"{verb}: {r['count']} flow(s) {shown_ids}".rstrip(), markup=False)
+
+
+@traffic_app.command("send")
+def traffic_send(
+    ctx: typer.Context,
+    src: str = typer.Argument(..., metavar="FROM", help="A tray (its first HCA) or HOST/HCA."),
+    dst: str = typer.Argument(..., metavar="TO", help="A tray (its first HCA) or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from FROM to TO, of a number of bytes or at a rate."""
+    _traffic(ctx, name, "send", [src, dst], bytes=size, rate=rate)
+
+
+@traffic_app.command("all-to-all")
+def traffic_all_to_all(
+    ctx: typer.Context,
+    hosts: str = typer.Argument(..., metavar="SET", help="A hostlist of trays or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from every endpoint of SET to every other."""
+    _traffic(ctx, name, "all-to-all", [hosts], bytes=size, rate=rate)
+
+
+@traffic_app.command("ring")
+def traffic_ring(
+    ctx: typer.Context,
+    hosts: str = typer.Argument(..., metavar="SET", help="A hostlist of trays or HOST/HCA."),
+    size: str | None = BytesOpt,
+    rate: str | None = RateOpt,
+    name: str | None = SubNameOpt,
+) -> None:
+    """A flow from each endpoint of SET to the next."""
+    _traffic(ctx, name, "ring", [hosts], bytes=size, rate=rate)
+
+
+@traffic_app.command("stop")
+def traffic_stop(
+    ctx: typer.Context,
+    flow_id: int | None = typer.Argument(None, metavar="[ID]", help="The flow (default: all)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Stop one flow, or all of them."""
+    _traffic(ctx, name, "stop", [] if flow_id is None else [str(flow_id)])
+
+
+@traffic_app.command("list")
+def traffic_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+    """The flows and how far they got."""
+    table = Table(title="flows")
+    cols = ("id", "from", "to", "state", "rate", "sent", "delivered", "size", "dropped")
+    for col in cols:
+        table.add_column(col)
+    for f in _live(ctx, name, {"op": "traffic", "verb": "list", "args": []}):
+        table.add_row(*(str(f[c]) if f[c] is not None else "-" for c in cols))
+    out.print(table)
+
+
+@app.command()
+def events(
+    name: str = NameOpt,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
+    json_out: bool = typer.Option(False, "--json", help="JSON lines, as the log keeps them."),
+) -> None:
+    """The fabric's event log (faults, their clearing, links retraining, thresholds)."""
+    import json
+    import time
+
+    from .sim import events as ev
+    from .sim import records
+
+    records.check_name(name)
+    path = ev.events_path(records.state_dir(), name)
+    evs, offset = ev.read_new(path, 0)
+    if not path.exists():
+        raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])
+    cols = ("id", "timestamp", "severity", "event_type", "name", "object_name", "description")
+    if json_out:
+        for e in evs:
+            out.print(json.dumps(e), markup=False)
+    elif not follow:
+        table = Table(title=f"events of {name!r}")
+        for col in cols:
+            table.add_column(col)
+        for e in evs:
+            table.add_row(*(str(e.get(c, "")) for c in cols))
+        out.print(table)
+    else:
+        for e in evs:
+            out.print("  ".join(str(e.get(c, "")) for c in cols), markup=False)
+    while follow:
+        time.sleep(0.2)
+        evs, offset = ev.read_new(path, offset)
+        for e in evs:
+            line = json.dumps(e) if json_out else "  ".join(str(e.get(c, "")) for c in cols)
+            out.print(line, markup=False)
 
 
 @app.command("import")

@@ -98,6 +98,32 @@ def narrower(a: Width, b: Width) -> Width:
     return a if a.lanes <= b.lanes else b
 
 
+# Data rate of one lane after line encoding, Gb/s: 8b/10b for SDR/DDR/QDR, 64b/66b for
+# FDR10/FDR/EDR, RS(544,514) FEC with 256b/257b framing for HDR/NDR/XDR (53.125 x 514/544
+# x 256/257 = 50.000 exactly).  The per-lane figures 2, 4, 8, 13.64, 25, 50 and 100 Gb/s
+# are those of the InfiniBand rate tables (infiniband.jp "InfiniBand 規格"; NVIDIA's NDR
+# glossary gives 4X SDR ~8 and 4X FDR ~54.54 Gb/s); that HDR/NDR/XDR use exactly this FEC
+# framing is not confirmed by a public primary source, and FDR10's 10.3125 Gb/s lane is
+# plain 10 Gb/s data under 64b/66b.
+LANE_DATA_GBPS: dict[str, float] = {
+    "SDR": 2.5 * 8 / 10,
+    "DDR": 5.0 * 8 / 10,
+    "QDR": 10.0 * 8 / 10,
+    "FDR10": 10.3125 * 64 / 66,
+    "FDR": 14.0625 * 64 / 66,
+    "EDR": 25.78125 * 64 / 66,
+    "HDR": 50.0,
+    "NDR": 100.0,
+    "XDR": 200.0,
+}
+
+
+def data_bytes_per_s(w: Width, s: Speed) -> float:
+    """What a link can carry, in bytes per second: lanes x each lane's data rate after
+    encoding (0 for a width or speed nobody knows)."""
+    return w.lanes * LANE_DATA_GBPS.get(s.token, 0.0) * 1e9 / 8
+
+
 def link_gbps(w: Width, s: Speed) -> float:
     """Data rate of a link in Gb/s, as ibstat's "Rate" and sysfs report it."""
     return s.data_gbps_4x * w.lanes / 4

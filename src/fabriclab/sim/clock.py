@@ -21,11 +21,12 @@ class WallClock:
 
     virtual = False
 
-    def __init__(self) -> None:
-        self._start = time.monotonic()
+    def __init__(self, start: float = 0.0) -> None:
+        self._start = time.monotonic() - start
 
     def now(self) -> float:
-        """Seconds since this clock was made."""
+        """Seconds since this clock was made (plus ``start``: a resumed fabric's time
+        goes on from where it was)."""
         return time.monotonic() - self._start
 
 

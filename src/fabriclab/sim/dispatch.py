@@ -18,6 +18,7 @@ no copies on the way.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ..ib.ids import PERMISSIVE_LID
 from ..ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method, MgmtClass
@@ -60,6 +61,9 @@ class Dispatch:
         self.initial_path, self.return_path = mad.initial_path, mad.return_path
         self.smp_data, self.gmp_data = mad.smp_data, mad.gmp_data
         self.trace = log.isEnabledFor(logging.DEBUG)  # log every MAD (-vv)
+        # ports that lose the MADs they are asked to answer (faults: a drop rate, a switch
+        # or tray down): port -> drop(attribute id) -> whether this one is lost
+        self.drops: dict[SimPort, Callable[[int], bool]] = {}
 
     def process(self, cl: Client, n: int) -> None:
         """The datagram of ``n`` bytes from ``cl`` in the receive buffer."""
@@ -154,6 +158,11 @@ class Dispatch:
             handler = None
         if handler is None:
             return self._forward_request(cl, dest, mclass, method, attr, dqp)
+        drops = self.drops
+        if drops and dest in drops and drops[dest](attr):
+            # the port loses it (a fault): the sender sees a timeout, as ibsim's Error
+            # rate does at the port a MAD reaches (sim_mad.c process_packet)
+            return self.timeout(cl)
         if method == _GET:
             status, data = handler(dest, method, mod, bytes(self.mem[area]))
         elif method == _SET:

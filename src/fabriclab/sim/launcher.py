@@ -20,11 +20,16 @@ from ..errors import InputError, Problem
 from ..ib import simwire
 from ..model import miswire
 from ..model.cluster import Cluster
-from . import admission
+from . import admission, journal
+from .admin import AdminServer, admin_path
+from .clock import VirtualClock, WallClock
+from .events import events_path
+from .live import LiveFabric
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
 from .records import running as running_records
 from .server import FabricServer
 from .tools import Loader, Say, python_argv, sim_host, tool_env
+from .traffic import TrafficEngine
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
 
@@ -46,6 +51,8 @@ class UpRequest:
     detach: bool = False
     cold: bool = False  # ports power on with no LID until an SM assigns one
     swaps: list[str] = field(default_factory=list)  # "A,B": cables miswired on purpose
+    virtual_clock: bool = False  # time moves only by 'fabriclab clock advance'
+    resume: bool = False  # bring faults, traffic and counters back from the journal
 
     @property
     def with_sm(self) -> bool:
@@ -67,6 +74,9 @@ class UpRequest:
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
         argv += ["--cold"] if self.cold else []
         argv += [a for s in self.swaps for a in ("--swap", s)]
+        argv += (["--virtual-clock"] if self.virtual_clock else []) + (
+            ["--resume"] if self.resume else []
+        )
         return argv
 
 
@@ -175,6 +185,7 @@ def _serve(
                 )
             ]
         ) from None
+    live, admin = _go_live(req, cluster, srv)
     inst = Instance(
         name,
         os.getpid(),
@@ -213,6 +224,8 @@ def _serve(
                 sm_proc.wait(5)
             except subprocess.TimeoutExpired:
                 sm_proc.kill()
+        admin.close()
+        live.close()
         srv.close()
         inst.path.unlink(missing_ok=True)
         st = srv.stats
@@ -222,6 +235,43 @@ def _serve(
             f"{st.refused} control requests refused, {st.failed} failed, "
             f"{st.outsiders} datagrams from outside the allowed networks"
         )
+
+
+def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveFabric, AdminServer]:
+    """The live fabric on ``srv`` (its clock, journal and event log; restored from the
+    journal with ``--resume``) and its admin socket, served in the server's loop."""
+    state = state_dir(create=True)
+    meta = {"spec": req.spec, "trays": req.trays}
+    doc = None
+    if req.resume:
+        doc = journal.load(journal.journal_path(state, req.name))
+        if doc.get("meta") != meta:
+            raise InputError(
+                [
+                    Problem(
+                        "--resume",
+                        f"the journal is of {doc.get('meta')}, not of {meta}: "
+                        "resume with the same spec and --trays",
+                    )
+                ]
+            )
+        if bool(doc.get("virtual")) != req.virtual_clock:
+            raise InputError(
+                [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
+            )
+    else:  # a fresh fabric: a fresh event log
+        events_path(state, req.name).unlink(missing_ok=True)
+    start = float(doc.get("clock", 0.0)) if doc else 0.0
+    clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
+    engine = TrafficEngine(srv.sim, clock)
+    live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
+    if doc is not None:
+        live.restore(doc)
+    live.save()
+    admin = AdminServer(admin_path(state, req.name), live.request, srv.transport)
+    admin.bind()
+    srv.transport.on_wake = live.wake
+    return live, admin
 
 
 def parse_listen(text: str | None) -> tuple[str, int] | None:

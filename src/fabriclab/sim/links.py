@@ -49,7 +49,7 @@ class Links:
         p.phys, p.state = PhysState.POLLING, PortState.DOWN
         peer = p.peer
         changed = [p]
-        if peer is not None and peer.phys != PhysState.DISABLED:
+        if peer is not None and peer.phys != PhysState.DISABLED and not p.held:
             for q in (p, peer):
                 q.phys, q.state = PhysState.LINKUP, PortState.INIT
             changed.append(peer)
@@ -63,3 +63,49 @@ class Links:
         for q in (p, p.peer):
             q.state = PortState.INIT  # type: ignore[union-attr]
         self._changed([p, p.peer])  # type: ignore[list-item]
+
+    def fail_link(self, p: SimPort, *, quiet: bool = False) -> None:
+        """The cable of ``p`` fails (a fault): both ends go Down/Polling, as when ibsim
+        unlinks a port (sim_cmd.c unlink_port); an up link counts LinkDownedCounter at
+        both ends (the link error recovery failed, IBA 16.1.3.5).  ``quiet``: restoring
+        saved state, nothing is counted or announced."""
+        peer = p.peer
+        ends = [q for q in (p, peer) if q is not None]
+        was_up = p.up
+        for q in ends:
+            if q.phys != PhysState.DISABLED:
+                q.phys = PhysState.POLLING
+            q.state = PortState.DOWN
+            if was_up and not quiet:
+                q.counters.add("LinkDownedCounter")
+        if quiet:
+            self.router.forget(links=True)
+            for q in ends:
+                q.changed()
+        else:
+            self._changed(ends)
+
+    def restore_link(self, p: SimPort) -> None:
+        """The cable of ``p`` works again: unless an end is administratively disabled
+        the link trains and both ends come up in INIT; the switches report the change
+        (trap 128), so the subnet manager sweeps and activates it."""
+        peer = p.peer
+        if peer is None or p.up:
+            return
+        if p.phys == PhysState.DISABLED or peer.phys == PhysState.DISABLED:
+            return
+        for q in (p, peer):
+            q.phys, q.state = PhysState.LINKUP, PortState.INIT
+        self._changed([p, peer])
+
+    def retrain_link(self, p: SimPort) -> None:
+        """The link of ``p`` retrains (at another width or speed): both ends go back to
+        INIT and report the change; nothing failed, no error counter moves."""
+        peer = p.peer
+        for q in (p, peer):
+            if q is not None:
+                q.changed()
+        if p.up and peer is not None:
+            for q in (p, peer):
+                q.state = PortState.INIT
+            self._changed([p, peer])

@@ -226,7 +226,7 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
         p.part_enf_in, p.part_enf_out = enf_in, enf_out
         if FILTER_RAW:
             p.filter_raw_in, p.filter_raw_out = raw_in, raw_out
-    p.pi = None
+    p.changed()
     if p.num != 0:
         events = sma.events
         if phys == _DISABLED:
@@ -252,7 +252,9 @@ def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> 
         v = SWITCH_INFO.unpack(data)
         if v["LinearFdbTop"] >= sw.caps.linear_fdb_cap:
             return STATUS_INVALID_FIELD, sw.switch_info()
-        sw.lft_top = v["LinearFdbTop"]
+        if sw.lft_top != v["LinearFdbTop"]:
+            sw.lft_top = v["LinearFdbTop"]
+            sw.gen.bump()  # LIDs above the top are no longer (or now) forwarded
         sw.mft_top = v["MulticastFDBTop"]
         sw.def_port = v["DefPort"]
         sw.def_mcast_prim = v["DefMcastPrimPort"]

@@ -12,10 +12,12 @@ cold``, ``fabriclab up --cold``) starts with no LIDs, and the SM assigns them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..ib import devices
 from ..ib.enums import NodeType, PhysState, PortState
 from ..ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
-from ..ib.rates import SPEEDS
+from ..ib.rates import SPEEDS, Speed, Width
 from ..model.fabric import Fabric, Node, Port
 from .counters import Counters
 
@@ -90,6 +92,21 @@ FILTER_RAW = 0
 DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 
 
+class Generation:
+    """A number that grows with every change that can move traffic: a forwarding-table
+    write and any change of a port's state (its ``changed``).  Whoever routes flows
+    over the fabric compares it with the number it routed at (one per fabric)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        """Something that routes depend on changed."""
+        self.value += 1
+
+
 class SimSwitch:
     """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
 
@@ -99,6 +116,7 @@ class SimSwitch:
         "def_mcast_prim",
         "def_port",
         "enhanced_port0",
+        "gen",
         "lft",
         "lft_top",
         "lifetime",
@@ -107,8 +125,11 @@ class SimSwitch:
         "state_change",
     )
 
-    def __init__(self, caps: devices.ManagementCaps, enhanced_port0: bool):
+    def __init__(
+        self, caps: devices.ManagementCaps, enhanced_port0: bool, gen: Generation | None = None
+    ):
         self.caps = caps
+        self.gen = gen if gen is not None else Generation()
         self.enhanced_port0 = enhanced_port0
         self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
         self.lft_top = 0
@@ -132,6 +153,7 @@ class SimSwitch:
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
         self.lft[block * 64 : end] = data[:64]
+        self.gen.bump()
 
     def lft_block(self, block: int) -> bytes:
         """The LFT entries of a block (0xFF where never set)."""
@@ -176,10 +198,12 @@ class SimPort:
         "fdr10_enabled",
         "filter_raw_in",
         "filter_raw_out",
+        "gen",
         "gid_prefix",
         "guid",
         "guid_cap",
         "guids",
+        "held",
         "hoq_life",
         "init_reply",
         "is_endport",
@@ -216,14 +240,17 @@ class SimPort:
         "speed_ext2_supported",
         "speed_ext_enabled",
         "speed_ext_supported",
+        "speed_trained",
         "state",
         "state_change_enable",
         "subnet_timeout",
+        "traffic",
         "vl_high_limit",
         "vl_stall",
         "vlarb",
         "width_enabled",
         "width_supported",
+        "width_trained",
     )
 
     def __init__(self, node: SimNode, model: Port):
@@ -298,7 +325,16 @@ class SimPort:
         self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
         self.counters = Counters()
         self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
+        # data traffic through this port not yet in the counters: called with the port
+        # by flush (set by a traffic engine, :mod:`.traffic`)
+        self.traffic: Callable[[SimPort], None] | None = None
+        self.gen = node.gen
         self.pi: bytes | None = None
+        # the live fabric's faults (sim/live.py): how many faults hold the link down, and
+        # the width/speed a degraded link retrained at (None: as cabled)
+        self.held = 0
+        self.width_trained: Width | None = None
+        self.speed_trained: Speed | None = None
 
     # --- PortInfo -----------------------------------------------------------------
 
@@ -314,14 +350,18 @@ class SimPort:
         return self.pi
 
     def changed(self) -> None:
-        """The port's state changed: its PortInfo is encoded anew when next read."""
+        """The port's state changed: its PortInfo is encoded anew when next read, and
+        routes over the fabric may have changed."""
         self.pi = None
+        self.gen.bump()
 
     def _encode_port_info(self) -> bytes:
         m = self.fabric_port
         caps = self.node.caps
-        # the model holds what a port shows: its link's rate, or 4x SDR when it is down
-        speed = m.speed if self.num else None
+        # the model holds what a port shows: its link's rate, or 4x SDR when it is down;
+        # a degraded link shows the width and speed it retrained at
+        speed = (self.speed_trained or m.speed) if self.num else None
+        width = (self.width_trained or m.width) if self.num else None
         return _pack_port_info(
             Mkey=self.mkey,
             GidPrefix=self.gid_prefix,
@@ -331,7 +371,7 @@ class SimPort:
             MkeyLeasePeriod=self.mkey_lease,
             LinkWidthEnabled=self.width_enabled,
             LinkWidthSupported=self.width_supported,
-            LinkWidthActive=m.width.value if self.num else 2,  # port 0: 4x
+            LinkWidthActive=width.value if width else 2,  # port 0: 4x
             LinkSpeedSupported=0x7,  # SDR, DDR, QDR
             LinkState=self.state,
             PhysLinkState=self.phys,
@@ -377,6 +417,8 @@ class SimPort:
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
         c = self.counters
+        if self.traffic is not None:
+            self.traffic(self)
         if self.mad_out or self.mad_in:
             c.count_packets(self.mad_out, self.mad_in, MAD_WORDS)
             self.mad_out = self.mad_in = 0
@@ -401,6 +443,7 @@ class SimNode:
         "_node_info",
         "caps",
         "fabric_node",
+        "gen",
         "index",
         "is_switch",
         "native_speed",
@@ -409,9 +452,10 @@ class SimNode:
         "sw",
     )
 
-    def __init__(self, model: Node, index: int):
+    def __init__(self, model: Node, index: int, gen: Generation | None = None):
         self.fabric_node = model  # the node as built (identity, ports, cabling)
         self.index = index
+        self.gen = gen if gen is not None else Generation()
         self.is_switch = model.type == NodeType.SWITCH
         self.caps = devices.management_caps(model.devid, self.is_switch)
         self.native_speed = self._native_speed(model)
@@ -419,7 +463,7 @@ class SimNode:
         self.ports: list[SimPort | None] = [
             SimPort(self, p) if p is not None else None for p in model.ports
         ]
-        self.sw = SimSwitch(self.caps, model.enhanced_port0) if self.is_switch else None
+        self.sw = SimSwitch(self.caps, model.enhanced_port0, self.gen) if self.is_switch else None
         self._node_info: dict[int, bytes] = {}
 
     @staticmethod
@@ -468,7 +512,9 @@ class SimFabric:
 
     def __init__(self, fabric: Fabric, cold: bool = False):
         self.fabric = fabric
-        self.nodes = [SimNode(n, i) for i, n in enumerate(fabric.nodes)]
+        # bumped by every forwarding-table write and port change (see Generation)
+        self.generation = Generation()
+        self.nodes = [SimNode(n, i, self.generation) for i, n in enumerate(fabric.nodes)]
         self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
         for sn in self.nodes:
             for sp in sn.ports:

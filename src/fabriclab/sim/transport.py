@@ -163,6 +163,19 @@ class Transport:
         self.on_mad_error: Callable[[Client, int], None] = _ignore
         self.on_detach: Callable[[Client], None] = _ignore
         self.on_tick: list = []  # called every couple of seconds from the loop
+        # called after every wake-up of the loop: seconds until it wants to be called again
+        self.on_wake: Callable[[], float] = lambda: _SWEEP_INTERVAL
+        self._extra: dict[int, Callable[[], None]] = {}  # other descriptors the loop serves
+
+    def watch(self, fd: int, ready: Callable[[], None]) -> None:
+        """Serve descriptor ``fd`` in the loop: ``ready()`` when it is readable."""
+        self._extra[fd] = ready
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def unwatch(self, fd: int) -> None:
+        """Stop serving descriptor ``fd`` (one given to :meth:`watch`)."""
+        if self._extra.pop(fd, None) is not None:
+            self._epoll.unregister(fd)
 
     # --- sockets ----------------------------------------------------------------------
 
@@ -272,10 +285,11 @@ class Transport:
         self._running = True
         if ready is not None:
             ready()
-        poll, fds, receive = self._epoll.poll, self._fds, self.receive
+        poll, fds, receive, extra = self._epoll.poll, self._fds, self.receive, self._extra
+        wait = _SWEEP_INTERVAL
         while self._running:
             try:
-                events = poll(_SWEEP_INTERVAL)
+                events = poll(wait)
             except InterruptedError:
                 continue
             for fd, _ in events:
@@ -284,6 +298,9 @@ class Transport:
                     self.read_control()
                 elif isinstance(cl, Client):
                     receive(cl)
+                elif fd in extra:
+                    extra[fd]()
+            wait = min(_SWEEP_INTERVAL, max(0.0, self.on_wake()))
             now = time.monotonic()
             if now >= self._next_sweep:
                 self.sweep()

@@ -359,6 +359,17 @@ _LINK_RE = re.compile(
     + r"(?:\s+(?P<w>\d{1,2}x|\?\?)(?P<s>[A-Za-z0-9]{1,8}|\?\?\?))?$"
 )
 _LINK_CHARS_MAX = 2 * (HOST_NAME_MAX + NAME_MAX + 8) + 32
+_ENDPOINT_RE = re.compile(_ENDPOINT.format("a") + "$")
+
+
+def parse_endpoint(text: str) -> tuple[str, int] | None:
+    """One end of a link, ``NODE[PORT]`` as the links of a spec write it: (node, port),
+    or None when ``text`` is not in that form."""
+    text = text.strip()
+    if len(text) > _LINK_CHARS_MAX:
+        return None
+    m = _ENDPOINT_RE.match(text)
+    return (m.group("a").strip(), int(m.group("ap"))) if m else None
 
 
 class LinkSpec(_Strict):
