@@ -96,7 +96,7 @@ class Snapshot:
         self.sw_row = np.full(len(nodes), -1, dtype=np.int64)
         for r, n in enumerate(sw_nodes):
             self.sw_row[n.index] = r
-        width = int(lid.max()) + 1  # every LID a port has (DLIDs are): no bounds checks
+        width = int(np.max(lid)) + 1  # every LID a port has (DLIDs are): no bounds checks
         for n in sw_nodes:
             width = max(width, min(len(n.sw.lft), n.sw.lft_top + 1))  # type: ignore[union-attr]
         self.lft = np.full((len(sw_nodes), width), 0xFF, dtype=np.uint8)

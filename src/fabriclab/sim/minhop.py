@@ -73,7 +73,7 @@ def fill(sim: SimFabric) -> None:
     lid_a = np.array(lids, dtype=np.int64)
     tgt = np.array(target, dtype=np.int64)
     ext = np.array(exit_port, dtype=np.int64)
-    top = int(lid_a.max()) if len(lid_a) else 0
+    top = int(np.max(lid_a)) if len(lid_a) else 0
     size = (top // 64 + 1) * 64
     # each switch's neighbours, by port: the ISL ends grouped by the switch they leave
     order = np.lexsort((snap.num[a_port], a))
