@@ -300,3 +300,24 @@ def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):
         key = f"{p.node.index}:{p.num}"
         assert journal.load(path)["counters"][key][0]["SymbolErrorCounter"] == 3
         live.close()
+
+
+def test_nvlink_fault_is_journaled_and_takes_a_tray(live):
+    """An NVLink fault comes back from the journal on a fresh model (its GPUs faulted,
+    nothing logged again) and clears there; it takes a tray, not a link."""
+    f = live.fault("nvlink", "sched-worker2", gpus="1,0")
+    assert (f["kind"], f["target"], f["options"]) == ("nvlink", "sched-worker2", {"gpus": [0, 1]})
+    assert [e["name"] for e in live.events.events] == ["NVLink fault"]
+    doc = live.snapshot()
+    fresh = build(load_spec("lab"))
+    with served(fresh, serve=False) as srv2:
+        again = LiveFabric(srv2, fresh, VirtualClock(doc["clock"]))
+        again.restore(doc)
+        gpus = fresh.tray("sched-worker2").gpus
+        assert [g.nvlink_fault for g in gpus] == [True, True, False, False]
+        assert again.faults() == live.faults() and again.events.events == []
+        assert again.clear(1) == [1]
+        assert not any(g.nvlink_fault for g in gpus)
+        assert [e["name"] for e in again.events.events] == ["NVLink fault cleared"]
+    with pytest.raises(InputError, match="nvlink takes a tray, not a link"):
+        live.fault("nvlink", f"{LEAF}[5]")

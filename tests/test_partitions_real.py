@@ -143,3 +143,75 @@ def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
         assert not share_partition(pa[1], pb[0]) and not share_partition(pb[3], pa[2])
         # the SM's port is a full member of the default partition: it reaches everyone
         assert share_partition(pa[0], pb[1])
+
+
+def _count(text: str, name: str) -> int:
+    m = re.search(rf"^{name}:\.+(\d+)$", text, re.M)
+    assert m, (name, text)
+    return int(m.group(1))
+
+
+def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_tools, tmp_path):
+    """Two tenants in the real OpenSM's partitions.conf, traffic under the virtual clock:
+    a flow inside tenant A reaches its receiver (the real perfquery -x there shows its
+    words); a flow from tenant A to tenant B is discarded at the leaf port facing the
+    receiver, which enforces outbound as OpenSM set it: the real perfquery and
+    ibqueryerrors show PortXmitConstraintErrors there, and the receiver gets nothing."""
+    from fabric_server import fabric_up
+
+    cluster = build(load_spec("lab"))
+    fabric = cluster.fabric
+    a = [fabric.find(f"sched-worker1 mlx5_{i}") for i in range(4)]
+    b = [fabric.find(f"sched-worker2 mlx5_{i}") for i in range(4)]
+
+    def members(nodes):
+        return ", ".join(f"0x{n.ports[1].guid:016x}=full" for n in nodes)
+
+    conf = (
+        "Default=0x7fff : ALL=limited, ALL_SWITCHES=full, SELF=full ;\n"
+        f"TenantA=0x0001 : {members(a)} ;\n"
+        f"TenantB=0x0002 : {members(b)} ;\n"
+    )
+    with (
+        fabric_up("lab", tmp_path / "up", extra=["--virtual-clock"]) as f,
+        opensm(f.name, "sched-worker1", tmp_path / "sm", conf),
+    ):
+        f.env["COLUMNS"] = "300"  # the flow table whole
+        inside_to, across_to = a[2].ports[1], b[1].ports[1]
+        leaf = across_to.peer  # the leaf port facing the receiver in tenant B
+        assert leaf is not None
+
+        def pq(*argv: str) -> str:
+            return f.run("sched-worker1", "perfquery", *argv).stdout
+
+        def rcv(port) -> int:
+            return _count(pq("-x", str(port.lid), "1"), "PortRcvData")
+
+        def xmit_constraint() -> int:
+            return _count(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
+
+        before = (rcv(inside_to), rcv(across_to), xmit_constraint())
+        for dst in ("sched-worker1/mlx5_2", "sched-worker2/mlx5_1"):
+            r = f.fabriclab(
+                "traffic", "--name", f.name, "send", "sched-worker1/mlx5_1", dst, "--bytes", "1Mi"
+            )
+            assert r.returncode == 0, r.stderr
+        r = f.fabriclab("clock", "--name", f.name, "advance", "1")
+        assert r.returncode == 0, r.stderr
+        listing = f.fabriclab("traffic", "--name", f.name, "list").stdout
+        # payload and headers in 4-byte words: 256 packets of 4096 bytes + LRH/BTH/ICRC;
+        # and the perfquery MADs of 72 words: the first read's reply, this read's request
+        assert rcv(inside_to) - before[0] == 256 * (4096 // 4 + 6) + 2 * 72, listing
+        assert rcv(across_to) == before[1] + 2 * 72, listing  # the MADs alone
+        # PortCounters' PortXmitConstraintErrors is 8 bits and stops at 255 (IBA Vol. 1,
+        # 16.1.3.5); every packet of flow 2 stopped there, MTU 4096 (its size never
+        # reached: it keeps sending)
+        row = next(ln for ln in listing.splitlines() if ln.startswith("│ 2 "))
+        sent = int(row.split("│")[6])
+        dropped = sent // 4096
+        assert before[2] == 0 and xmit_constraint() == 255 < dropped, listing
+        assert f"PortXmitConstraintErrors at '{leaf.node.desc}'[{leaf.num}]" in listing, listing
+        q = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
+        at = f"GUID 0x{leaf.node.guid:016x} port {leaf.num}: "
+        line = next((ln for ln in q.splitlines() if at in ln), "")
+        assert f"[PortXmitConstraintErrors == {dropped} (" in line, q  # the 64-bit view

@@ -297,21 +297,83 @@ def test_sma_writes_move_the_generation(net):
     assert net.counters()[t1]["PortXmitPkts"] == 2
 
 
-def test_refused_packets_are_dropped_at_the_first_switch(net):
+def _table(port, *keys: int) -> None:
+    """Write ``port``'s P_Key table as the SM would (the rest of it zero)."""
+    port.pkeys[:] = bytes(len(port.pkeys))
+    for i, k in enumerate(keys):
+        port.pkeys[2 * i : 2 * i + 2] = k.to_bytes(2, "big")
+    port.changed()
+
+
+def _tenants(net):
+    """t1 and t2 in tenant 1, t3 in tenant 2 (full members), the default partition
+    limited; the switch ports facing them hold their keys and links between switches do
+    not enforce, as OpenSM writes them (osm_pkey_mgr.c)."""
+    for n in net.sim.nodes:
+        for p in n.ports if n.is_switch else ():
+            if p is not None and p.peer is not None and p.peer.node.is_switch:
+                p.part_enf_in = p.part_enf_out = 0
     t1, t2, t3 = net.ca("t1"), net.ca("t2"), net.ca("t3")
-    net.eng.admit = lambda s, d: not (s is t1 and d is t3)
-    bad = net.eng.add(t1, t3)
-    good = net.eng.add(t2, t3)
-    net.run(1e-4)
+    for ca, key in ((t1, 0x8001), (t2, 0x8001), (t3, 0x8002)):
+        _table(ca, 0x7FFF, key)
+        _table(ca.peer, 0x7FFF, key)
+    return t1, t2, t3
+
+
+def test_foreign_pkey_stops_at_the_switch_port_facing_the_receiver(net):
+    """The leaf port facing t3 enforces outbound: t1's packets (tenant 1) stop there,
+    counted as PortXmitConstraintErrors and never sent to t3; t2 -> t1 flows."""
+    t1, t2, t3 = _tenants(net)
+    traps = []
+    net.eng.on_trap = lambda *a: traps.append(a)
+    bad = net.eng.add(t1, t3, bytes=4096 * 10)
+    good = net.eng.add(t2, t1, bytes=4096 * 10)
+    net.run(1e-3)
     flows = {f.id: f for f in net.eng.flows()}
-    assert flows[bad].delivered == 0 and flows[good].delivered > 0
-    assert flows[bad].dropped == f"PortRcvConstraintErrors at {t1.peer.ref()}"
+    assert flows[good].state == "done" and flows[good].delivered == 4096 * 10
+    assert flows[bad].delivered == 0
+    assert flows[bad].dropped == f"PortXmitConstraintErrors at {t3.peer.ref()}"
+    c = net.counters()
+    assert c[t3.peer]["PortXmitConstraintErrors"] == c[t1]["PortXmitPkts"] > 0
+    assert c[t3.peer].get("PortXmitPkts", 0) == 0 and c.get(t3, {}).get("PortRcvPkts", 0) == 0
+    assert t3.pkey_violations == 0 and traps == []
+
+
+def test_foreign_pkey_reaches_a_ca_behind_a_port_that_does_not_enforce(net):
+    """Without outbound enforcement on the port facing t3, t1's packets reach t3 (its
+    PortRcvPkts count them), which discards them: P_KeyViolations, and trap 257 to the
+    SM naming both LIDs and the P_Key; new tables let the flow through."""
+    t1, _t2, t3 = _tenants(net)
+    t3.peer.part_enf_out = 0
+    t3.peer.changed()
+    traps = []
+    net.eng.on_trap = lambda port, number, src, drop: traps.append((port, number, src, drop.pkey))
+    bad = net.eng.add(t1, t3)
+    net.run(1e-4)
+    f = net.eng.flows([bad])[0]
+    assert f.delivered == 0 and f.dropped == f"P_KeyViolations at {t3.ref()}"
+    c = net.counters()
+    assert t3.pkey_violations == c[t3]["PortRcvPkts"] == c[t1]["PortXmitPkts"] > 0
+    assert traps == [(t3, 257, t1, 0x8001)]
+    _table(t3, 0x7FFF, 0x8002, 0x8001)  # t3 joins tenant 1 too
+    net.run(1e-4)
+    assert net.eng.flows([bad])[0].delivered > 0
+
+
+def test_stale_sender_key_stops_at_the_ingress_port(net):
+    """A sender whose key its own switch port lacks (a stale table): the ingress port
+    enforcing inbound discards its packets, PortRcvConstraintErrors there."""
+    t1, _t2, t3 = _tenants(net)
+    _table(t1.peer, 0x7FFF, 0x8002)  # the leaf port facing t1 now holds tenant 2
+    _table(t1, 0x8001, 0x8002)  # t1 carries 0x8002 to t3... (its first match)
+    _table(t1.peer, 0x7FFF, 0x8003)  # ...which its port does not hold
+    bad = net.eng.add(t1, t3)
+    net.run(1e-4)
+    f = net.eng.flows([bad])[0]
+    assert f.dropped == f"PortRcvConstraintErrors at {t1.peer.ref()}"
     c = net.counters()
     assert c[t1.peer]["PortRcvConstraintErrors"] == c[t1]["PortXmitPkts"] > 0
     assert c[t1.peer]["PortRcvPkts"] == c[t1]["PortXmitPkts"]
-    net.eng.admit = None
-    net.run(1e-4)
-    assert net.eng.flows([bad])[0].delivered > 0
 
 
 def test_stop_and_flows(net):

@@ -244,13 +244,7 @@ def render(
         tray = c.tray(host) if host else None
         if tray is None:
             raise InputError([Problem("--from", f"no tray {host!r} in this cluster")])
-        args = tool_args or nvidia_smi.TOPOGRAPH_QUERY.split()
-        text = (
-            nvidia_smi.render_q_fabric(tray)
-            if args == ["-q"]
-            else nvidia_smi.render_query(tray, args)
-        )
-        _write(text, output)
+        _write(nvidia_smi.render(tray, tool_args or []), output)
         return
     port, problem = c.locate(from_)
     if port is None:
@@ -308,17 +302,57 @@ def topology(
         None, "-o", "--output", help="Write here instead of stdout."
     ),
     trays: int | None = TraysOpt,
+    live: str | None = typer.Option(
+        None,
+        "--name",
+        "-n",
+        help="A running fabric ('fabriclab up'): its links, switches, trays and NVLink "
+        "faults as they are now (its ibnetdiscover and nvidia-smi answers).",
+    ),
+    live_from: str | None = typer.Option(
+        None, "--from", help="With --name: the tray ibnetdiscover runs on (default: the first up)."
+    ),
 ) -> None:
-    """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec or a real
-    cluster's ibnetdiscover and nvidia-smi output.  Exit 0: complete; 1: produced, but
-    something was left out (see the warnings); 2: nothing could be produced."""
+    """Scheduler topology (Slurm, Kubernetes labels, Kueue, KWOK) from a spec, a real
+    cluster's ibnetdiscover and nvidia-smi output, or a running fabric (--name).  Exit 0:
+    complete; 1: produced, but something was left out (see the warnings); 2: nothing
+    could be produced."""
+    import tempfile
+
     from .topology.command import topology_command
 
+    ib_paths = [str(p) for p in ib_files or []]
+    smi_path = str(smi_file) if smi_file else None
+    tmp = None
+    if live is not None:
+        if spec or ib_paths or smi_path:
+            raise InputError(
+                [
+                    Problem(
+                        "--name",
+                        "reads the running fabric: give no spec, --ibnetdiscover "
+                        "or --nvidia-smi with it",
+                    )
+                ]
+            )
+        from .sim import admin
+
+        views = admin.request(live, {"op": "topology-inputs", "from": live_from})
+        tmp = tempfile.TemporaryDirectory(prefix="fabriclab-topology-")
+        ib_path, smi_live = (
+            Path(tmp.name) / f"{live}.ibnetdiscover",
+            Path(tmp.name) / f"{live}.nvidia-smi",
+        )
+        ib_path.write_text(views["ibnetdiscover"])
+        smi_live.write_text(views["nvidia_smi"])
+        ib_paths, smi_path = [str(ib_path)], str(smi_live)
+    elif live_from is not None:
+        raise InputError([Problem("--from", "goes with --name (a running fabric)")])
     text, report = topology_command(
         spec=spec,
         engine=engine.value,
-        ib_files=[str(p) for p in ib_files or []],
-        smi_file=str(smi_file) if smi_file else None,
+        ib_files=ib_paths,
+        smi_file=smi_path,
         nodes=nodes,
         compat=compat,
         names=names,
@@ -330,6 +364,8 @@ def topology(
         trays=trays,
         cluster_loader=_cluster,
     )
+    if tmp is not None:
+        tmp.cleanup()
     _warn(report.problems)
     _write(text, output)
     if report.left_out:
@@ -559,7 +595,33 @@ def exec_(
         command = command[1:]
     if not command:
         raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
+    if command[0] == "nvidia-smi":  # the tray's GPUs: answered by the running fabric
+        _nvidia_smi_live(name, node, command[1:])
+        return
     tools.exec_tool(name, node, command, load=_cluster, say=_say)
+
+
+def _nvidia_smi_live(name: str, tray: str, args: list[str]) -> None:
+    from .sim import admin
+
+    r = admin.request(name, {"op": "nvidia-smi", "tray": tray, "args": args})
+    sys.stdout.write(r["text"])
+
+
+@app.command("nvidia-smi", context_settings={"allow_interspersed_args": False})
+def nvidia_smi_cmd(
+    tray: str = typer.Argument(..., help="The tray whose GPUs answer."),
+    args: list[str] | None = typer.Argument(
+        None, help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]."
+    ),
+    name: str = NameOpt,
+) -> None:
+    """Print what nvidia-smi prints on TRAY of the running fabric now (its NVLink faults
+    included): '-q' (the Fabric section) or the --query-gpu form topograph uses."""
+    args = list(args or [])
+    if args[:1] == ["--"]:
+        args = args[1:]
+    _nvidia_smi_live(name, tray, args)
 
 
 @app.command()
@@ -611,7 +673,9 @@ def _fault(ctx: typer.Context, name: str | None, kind: str, target: str, **optio
     if kind == "up":
         out.print(f"cleared fault(s) {', '.join(map(str, f['cleared']))}", markup=False)
         return
-    shown_opts = " ".join(f"{k}={v}" for k, v in f["options"].items() if k != "seed")
+    shown_opts = " ".join(
+        f"{k}={v}" for k, v in f["options"].items() if k != "seed" and v is not None
+    )
     out.print(f"fault {f['id']}: {f['kind']} {f['target']} {shown_opts}".rstrip(), markup=False)
 
 
@@ -678,6 +742,18 @@ def fault_drop(
     _fault(ctx, name, "drop", target, rate=rate, seed=seed)
 
 
+@fault_app.command("nvlink")
+def fault_nvlink(
+    ctx: typer.Context,
+    target: str = typer.Argument(..., help="The tray."),
+    gpus: str | None = typer.Option(None, "--gpus", help="GPU indices, e.g. 0,1 (default: all)."),
+    name: str | None = SubNameOpt,
+) -> None:
+    """Fail the NVLinks of a tray's GPUs, as its BMC does: nvidia-smi's Fabric state and
+    the NVLink domain feeds (slurm-block, topograph) follow."""
+    _fault(ctx, name, "nvlink", target, gpus=gpus)
+
+
 @fault_app.command("list")
 def fault_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
     """The faults in force."""
@@ -685,7 +761,7 @@ def fault_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
     for col in ("id", "kind", "target", "options", "since (s)", "progress"):
         table.add_column(col)
     for f in _live(ctx, name, {"op": "faults"}):
-        opts = " ".join(f"{k}={v}" for k, v in f["options"].items())
+        opts = " ".join(f"{k}={v}" for k, v in f["options"].items() if v is not None)
         prog = " ".join(f"{k}={v}" for k, v in f["progress"].items())
         table.add_row(str(f["id"]), f["kind"], f["target"], opts, f"{f['since']:.3f}", prog)
     out.print(table)

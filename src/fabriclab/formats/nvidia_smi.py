@@ -78,6 +78,13 @@ def render_query(tray: Tray, args: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def render(tray: Tray, args: list[str]) -> str:
+    """What ``nvidia-smi ARGS`` prints on this tray: ``-q`` (its Fabric part) or the
+    query form (topograph's query by default)."""
+    args = args or TOPOGRAPH_QUERY.split()
+    return render_q_fabric(tray) if args == ["-q"] else render_query(tray, args)
+
+
 def render_q_fabric(tray: Tray) -> str:
     """The ``Fabric`` part of ``nvidia-smi -q`` for each GPU of the tray."""
     out = []

@@ -50,6 +50,9 @@ COUNTER_THRESHOLD = Kind(9010, "Counter threshold exceeded", "Minor", "Communica
 MAD_DROP = Kind(9011, "MAD drop rate set", "Warning", "Fabric Notification", "Port")
 MAD_DROP_CLEARED = Kind(9012, "MAD drop rate cleared", "Info", "Fabric Notification", "Port")
 LINK_RETRAINED = Kind(9013, "Link retrained after errors", "Warning", "Hardware", "Link")
+# an NVLink fault is not an InfiniBand event: UFM has no id for it
+NVLINK_FAULT = Kind(9014, "NVLink fault", "Critical", "Hardware", "Computer")
+NVLINK_CLEARED = Kind(9015, "NVLink fault cleared", "Info", "Hardware", "Computer")
 
 KINDS = {
     k.event_type: k
@@ -69,6 +72,8 @@ KINDS = {
         MAD_DROP,
         MAD_DROP_CLEARED,
         LINK_RETRAINED,
+        NVLINK_FAULT,
+        NVLINK_CLEARED,
     )
 }
 

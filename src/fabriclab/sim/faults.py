@@ -29,7 +29,7 @@ from . import ber, events
 from .state import SimPort
 from .targets import LINK, PORT, SWITCH, TRAY, Target, link_name, port_name
 
-KINDS = ("down", "flap", "degrade", "errors", "drop")
+KINDS = ("down", "flap", "degrade", "errors", "drop", "nvlink")
 
 
 @dataclass
@@ -85,7 +85,11 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
         )
     if kind == "down" and target.kind == PORT:
         raise _bad(where, "port 0 is not a link")
+    if kind == "nvlink" and target.kind != TRAY:
+        raise _bad(where, f"nvlink takes a tray, not a {target.kind}")
     out: dict = {}
+    if kind == "nvlink":
+        out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
         period = float(opts.get("period", 2.0))
         count = int(opts.get("count", 1))
@@ -111,6 +115,22 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
             raise _bad("--rate", f"{rate:g}: want a percentage above 0, at most 100")
         out = {"rate": rate, "seed": int(opts.get("seed", 1))}
     return out
+
+
+def _gpu_list(gpus) -> list[int] | None:
+    """``--gpus 0,1`` (or a list) as sorted GPU indices; None: the whole tray."""
+    if gpus is None or gpus == "":
+        return None
+    items = gpus.split(",") if isinstance(gpus, str) else gpus
+    if not isinstance(items, list | tuple):
+        raise _bad("--gpus", f"{gpus!r}: want GPU indices like 0,1")
+    out = set()
+    for g in items:
+        text = str(g).strip()
+        if not text.isdigit() or int(text) > 255:
+            raise _bad("--gpus", f"{g!r}: want GPU indices like 0,1")
+        out.add(int(text))
+    return sorted(out)
 
 
 def _degrade_options(where: str, p: SimPort, width, speed) -> dict:
@@ -224,7 +244,7 @@ class FaultBook:
     def add(self, kind: str, target: Target, opts: dict, quiet: bool = False) -> Fault:
         """Inject a fault (its options already checked); ``quiet``: restoring a journal
         (no counters, traps or events for what had already happened)."""
-        self._check_conflict(kind, target)
+        self._check_conflict(kind, target, opts)
         f = Fault(self.next_id, kind, target.text, opts, self.live.clock.now())
         self.next_id += 1
         self.faults[f.id] = f
@@ -232,7 +252,10 @@ class FaultBook:
         self._apply(f, target, quiet)
         return f
 
-    def _check_conflict(self, kind: str, target: Target) -> None:
+    def _check_conflict(self, kind: str, target: Target, opts: dict | None = None) -> None:
+        if kind == "nvlink":
+            self._check_nvlink(target, (opts or {}).get("gpus"))
+            return
         if kind not in ("degrade", "errors", "drop", "flap"):
             return
         mine = {id(p) for p in target.ports} | {id(p.peer) for p in target.ports if p.peer}
@@ -250,6 +273,32 @@ class FaultBook:
             if mine & theirs:
                 raise _bad(target.text, f"already has a {kind} fault (id {f.id}); clear it first")
 
+    def _nvlink_gpus(self, target: Target, gpus: list[int] | None) -> list:
+        """The GPUs an nvlink fault on ``target`` takes (checked: an InputError)."""
+        cluster = self.live.resolver.cluster
+        tray = cluster.tray(target.text)
+        if tray is None or not tray.gpus:
+            raise _bad(target.text, "the tray has no GPUs")
+        n = len(tray.gpus)
+        bad = [i for i in gpus or () if i >= n]
+        if bad:
+            raise _bad("--gpus", f"no GPU {bad[0]} on {target.text} (it has GPUs 0-{n - 1})")
+        return list(tray.gpus) if gpus is None else [tray.gpus[i] for i in gpus]
+
+    def _check_nvlink(self, target: Target, gpus: list[int] | None) -> None:
+        mine = {id(g) for g in self._nvlink_gpus(target, gpus)}
+        for f in self.faults.values():
+            if f.kind == "nvlink" and f.target == target.text:
+                theirs = {id(g) for g in self._nvlink_gpus(target, f.options["gpus"])}
+                if mine & theirs:
+                    raise _bad(
+                        target.text, f"already has an nvlink fault (id {f.id}) on those GPUs"
+                    )
+
+    def _nvlink_text(self, f: Fault) -> str:
+        gpus = f.options["gpus"]
+        return "every GPU" if gpus is None else "GPU " + ",".join(map(str, gpus))
+
     def _drop_ports(self, target: Target) -> list[SimPort]:
         if target.kind == SWITCH:
             node = target.ports[0].node if target.ports else None
@@ -260,6 +309,16 @@ class FaultBook:
         ev = self.live.event
         if f.kind == "down":
             self._down(t, quiet)
+        elif f.kind == "nvlink":
+            # the model's fault: nvidia-smi's fabric view and the NVLink domain feeds
+            # (Slurm blocks, topograph) follow it (model/cluster.py)
+            self.live.resolver.cluster.nvlink_fault(t.text, f.options["gpus"])
+            if not quiet:
+                ev(
+                    events.NVLINK_FAULT,
+                    t.text,
+                    f"NVLink fault on {t.text}: {self._nvlink_text(f)} out of the NVLink fabric",
+                )
         elif f.kind == "flap":
             f.progress = {"flaps": 0, "down": False, "next": f.since}
             if quiet:  # restored: the phase it was in
@@ -353,6 +412,18 @@ class FaultBook:
         ev = self.live.event
         if f.kind == "down":
             self._up(t)
+        elif f.kind == "nvlink":
+            cluster = self.live.resolver.cluster
+            cluster.nvlink_clear(t.text, f.options["gpus"])
+            # GPUs another nvlink fault still holds stay faulted
+            for g in self.faults.values():
+                if g.kind == "nvlink" and g.target == t.text:
+                    cluster.nvlink_fault(t.text, g.options["gpus"])
+            ev(
+                events.NVLINK_CLEARED,
+                t.text,
+                f"NVLink fault on {t.text} cleared: {self._nvlink_text(f)} back",
+            )
         elif f.kind == "flap":
             if f.progress.get("down"):
                 p = t.ports[0]

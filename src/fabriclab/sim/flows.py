@@ -7,9 +7,9 @@ and capacity) and the switches' linear forwarding tables as one matrix.  :func:`
 walks all flows one hop per step with numpy.  As in :mod:`.router` (and ibsim's
 sim_mad.c): data packets need both ends of a link LinkUp and ACTIVE, or they are
 discarded at the port before it (PortXmitDiscards); a switch without a forwarding
-entry for the DLID drops them (PortRcvSwitchRelayErrors at the port they came in by);
-a packet the partition check refuses is dropped at the first switch it enters
-(PortRcvConstraintErrors there, IBA 16.1.3.5).
+entry for the DLID drops them (PortRcvSwitchRelayErrors at the port they came in by).
+Where the partition check stops a flow's packets is :mod:`.partitions`' job; the ends
+it can give them are listed here (CONSTRAINT, XMIT_CONSTRAINT, PKEY).
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ MAX_HOPS = 64  # as the MAD router: a longer walk is a forwarding loop
 DELIVERED = 0
 DISCARDED = 1  # at an egress port whose link is not up and active: PortXmitDiscards
 RELAY = 2  # no forwarding entry at a switch: PortRcvSwitchRelayErrors at the ingress
-CONSTRAINT = 3  # refused by the partition check at the first switch: PortRcvConstraintErrors
+CONSTRAINT = 3  # refused by a switch's inbound partition check: PortRcvConstraintErrors
 LOST = 4  # reached an end port that is not the destination, or looped: nothing counts it
+XMIT_CONSTRAINT = 5  # refused by a switch's outbound check: PortXmitConstraintErrors, not sent
+PKEY = 6  # reached the destination CA, whose P_Key check discards it: P_KeyViolations
 
 ENDS = {
     DELIVERED: "delivered",
@@ -38,6 +40,8 @@ ENDS = {
     RELAY: "PortRcvSwitchRelayErrors",
     CONSTRAINT: "PortRcvConstraintErrors",
     LOST: "lost",
+    XMIT_CONSTRAINT: "PortXmitConstraintErrors",
+    PKEY: "P_KeyViolations",
 }
 
 
@@ -150,9 +154,8 @@ class Routes:
         )
 
 
-def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray) -> Routes:
-    """Route flows from ports ``src`` to ports ``dst`` (flat indices); ``admitted[f]``
-    False makes the first switch refuse flow f's packets."""
+def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray) -> Routes:
+    """Route flows from ports ``src`` to ports ``dst`` (flat indices)."""
     nflows = len(src)
     end = np.full(nflows, LOST, dtype=np.int8)
     at = np.full(nflows, -1, dtype=np.int64)
@@ -162,8 +165,7 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray
     step_ports: list[np.ndarray] = []
     alive = np.arange(nflows)
     egress = src.astype(np.int64)
-    check = not admitted.all()
-    for step in range(MAX_HOPS):
+    for _ in range(MAX_HOPS):
         if len(alive) == 0:
             break
         ok = snap.link_ok[egress]
@@ -183,11 +185,6 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray, admitted: np.ndarray
             end[arrived[hit]] = DELIVERED
             end[arrived[~hit]], at[arrived[~hit]] = LOST, where[~hit]
             alive, ingress = alive[sw], ingress[sw]
-        if step == 0 and check:
-            refused = ~admitted[alive]
-            if refused.any():
-                end[alive[refused]], at[alive[refused]] = CONSTRAINT, ingress[refused]
-                alive, ingress = alive[~refused], ingress[~refused]
         out = snap.lft_flat[snap.row_at[ingress] + dlid[alive]].astype(np.int64)
         to_self = out == 0  # for the switch itself: not the CA the flow is for
         relay = (out == 0xFF) | (out >= snap.size_at[ingress])

@@ -264,6 +264,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     start = float(doc.get("clock", 0.0)) if doc else 0.0
     clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
     engine = TrafficEngine(srv.sim, clock)
+    engine.on_trap = srv.traps.bad_pkey
     live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
     if doc is not None:
         live.restore(doc)

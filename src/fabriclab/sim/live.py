@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster
 from . import events as ev_mod
-from . import journal, traffic_cmd
+from . import journal, traffic_cmd, views
 from .clock import VirtualClock
 from .faults import KINDS, FaultBook, check_options
 from .scenario import FAULT_VERBS, Scenario, Step
@@ -368,6 +368,23 @@ class LiveFabric:
         self.save()
         return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
 
+    # --- what tools on a tray see ---------------------------------------------------
+
+    def nvidia_smi(self, host: str, args: list[str]) -> str:
+        """What ``nvidia-smi ARGS`` prints on tray ``host`` now (NVLink faults and all)."""
+        return views.nvidia_smi_on(self.resolver.cluster, host, args)
+
+    def topology_inputs(self, where: str | None) -> dict:
+        """What ``fabriclab topology`` reads of the fabric now: the ibnetdiscover of
+        ``where`` (a tray; default: the first one with its link up) and every tray's
+        nvidia-smi answers, pdsh-prefixed."""
+        self.catch_up()
+        cluster = self.resolver.cluster
+        return {
+            "ibnetdiscover": views.ibnetdiscover_now(cluster, self.sim, where),
+            "nvidia_smi": views.nvidia_smi_pdsh(cluster),
+        }
+
     # --- the journal ------------------------------------------------------------------
 
     def snapshot(self) -> dict:
@@ -466,6 +483,11 @@ class LiveFabric:
             return {"now": self.advance(float(s))}
         if op == "clock":
             return {"now": self.clock.now(), "virtual": self.clock.virtual}
+        if op == "nvidia-smi":
+            return {"text": self.nvidia_smi(str(req.get("tray")), list(req.get("args") or []))}
+        if op == "topology-inputs":
+            where = req.get("from")
+            return self.topology_inputs(str(where) if where else None)
         if op == "traffic":
             return self.traffic_request(
                 str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})

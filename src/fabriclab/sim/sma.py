@@ -303,6 +303,7 @@ def pkey_table(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> R
     if method == Method.SET:
         n = min(64, len(table) - block * 64)
         table[block * 64 : block * 64 + n] = data[:n]
+        target.changed()  # who may talk to whom changed: traffic is checked anew
     return STATUS_OK, bytes(table[block * 64 : block * 64 + 64]).ljust(64, b"\0")
 
 

@@ -81,7 +81,7 @@ _pack_port_info = PORT_INFO.packer(
 # unit of PortXmitData/PortRcvData.
 MAD_WORDS = 72
 # What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
-# checks in both directions on every external port (fabriclab.sim.partitions.admit runs
+# checks in both directions on every external port (fabriclab.sim.partitions.enforce runs
 # them at the ingress and egress switch ports, by the port's PartEnforceInb/Outb), with
 # a P_Key table of PartitionEnforcementCap entries per external port (64, the table size
 # ibsim gives Mellanox switches).  Raw packets are never carried, so none are filtered:

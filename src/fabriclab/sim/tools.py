@@ -209,11 +209,11 @@ def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path) ->
         written.append(tool)
     tray = node.replace("/", ":").split(":")[0]
     if cluster.tray(tray) is not None:
-        spec_args = " ".join(shlex.quote(a) for a in _spec_args(inst))
+        # answered by the running fabric: its NVLink faults show
         _script(
             directory / "nvidia-smi",
-            f"exec {shlex.join(fabriclab_argv())} render {spec_args} nvidia-smi "
-            f'--from {shlex.quote(tray)} -- "$@"\n',
+            f"exec {shlex.join(fabriclab_argv())} nvidia-smi --name {shlex.quote(inst.name)} "
+            f'{shlex.quote(tray)} -- "$@"\n',
         )
         written.append("nvidia-smi")
     _script(
@@ -225,10 +225,6 @@ def write_shims(inst: Instance, cluster: Cluster, node: str, directory: Path) ->
     )
     written.append("sudo")
     return written
-
-
-def _spec_args(inst: Instance) -> list[str]:
-    return [inst.spec] + (["--trays", str(inst.trays)] if inst.trays else [])
 
 
 def _script(path: Path, body: str) -> None:

@@ -30,10 +30,19 @@ saturating 32-bit and 64-bit views):
   InfiniBand Links").
 - Packets towards a link that is not up and ACTIVE are discarded at the port before it
   (PortXmitDiscards); a switch without a forwarding entry drops them
-  (PortRcvSwitchRelayErrors where they came in); packets the ``admit`` check refuses are
-  dropped at the first switch (PortRcvConstraintErrors at its port facing the sender).
+  (PortRcvSwitchRelayErrors where they came in).
+- Partitions: each flow's packets carry a P_Key (:func:`.partitions.carried_pkey`) and
+  :func:`.partitions.enforce` walks them along their path: a switch port enforcing
+  inbound discards them (PortRcvConstraintErrors), one enforcing outbound does not
+  send them (PortXmitConstraintErrors), else the receiving CA takes them off the wire
+  (its PortRcvData/PortRcvPkts count them: the P_Key check is a transport-layer check
+  of the BTH, IBA Vol. 1, 9.6.1.1) and discards them, counting P_KeyViolations and
+  sending trap 257 (through ``on_trap``; a switch port whose node supports it, trap
+  259).  One trap per flow each time it is routed (a real CA repeats it until the SM
+  represses it; OpenSM only logs it).  The tables are those the SM wrote; a P_Key
+  table write moves the fabric's generation, so flows are routed and checked anew.
   Such a flow keeps sending (its packets count on every port up to the drop) and
-  delivers nothing until the subnet manager changes the routes.
+  delivers nothing until the subnet manager changes the routes or the tables.
 
 Routes are recomputed when the fabric's generation number moves (a forwarding-table
 write, a port change: :class:`~.state.Generation`) or on :meth:`TrafficEngine.reroute`.
@@ -53,8 +62,20 @@ from scipy.sparse import csr_matrix
 
 from ..errors import InputError
 from ..ib.packets import HEADER_WORDS, WIRE_OVERHEAD_BYTES
+from . import partitions
 from .clock import Clock
-from .flows import CONSTRAINT, DELIVERED, DISCARDED, ENDS, RELAY, Routes, Snapshot, route
+from .flows import (
+    CONSTRAINT,
+    DELIVERED,
+    DISCARDED,
+    ENDS,
+    PKEY,
+    RELAY,
+    XMIT_CONSTRAINT,
+    Routes,
+    Snapshot,
+    route,
+)
 from .maxmin import maxmin
 from .state import SimFabric, SimPort
 
@@ -63,7 +84,7 @@ _STATES = {RUNNING: "running", DONE: "done", STOPPED: "stopped"}
 WAIT_TICK_BYTES = 8  # bytes of unsent demand per PortXmitWait tick (Quantum, Tick = 7)
 
 # rows of the per-port totals, and the counters each moves
-_XD, _RD, _XP, _RP, _XW, _DISC, _RELAY, _CONS = range(8)
+_XD, _RD, _XP, _RP, _XW, _DISC, _RELAY, _CONS, _XCONS = range(9)
 _COUNTERS: tuple[tuple[str, ...], ...] = (
     ("PortXmitData",),
     ("PortRcvData",),
@@ -73,8 +94,17 @@ _COUNTERS: tuple[tuple[str, ...], ...] = (
     ("PortXmitDiscards",),
     ("PortRcvSwitchRelayErrors",),
     ("PortRcvConstraintErrors",),
+    ("PortXmitConstraintErrors",),
 )
-_DROP_ROW = {DISCARDED: _DISC, RELAY: _RELAY, CONSTRAINT: _CONS}
+_DROP_ROW = {DISCARDED: _DISC, RELAY: _RELAY, CONSTRAINT: _CONS, XMIT_CONSTRAINT: _XCONS}
+# ends where the port named by Routes.at takes the packets without sending them on
+_HELD = (DISCARDED, XMIT_CONSTRAINT)
+# what partitions.enforce's Drop counter says, as a flow's end
+_DROP_END = {
+    "PortRcvConstraintErrors": CONSTRAINT,
+    "PortXmitConstraintErrors": XMIT_CONSTRAINT,
+    None: PKEY,
+}
 
 
 @dataclass(frozen=True)
@@ -151,9 +181,9 @@ class _Grow:
 class TrafficEngine:
     """The flows of one fabric and the counters they move (see the module).
 
-    ``admit(src, dst)``, when set, says whether the fabric lets ``src``'s packets to
-    ``dst`` through (the partition check); refused packets are dropped at the first
-    switch and counted there.
+    ``on_trap(port, number, src, drop)``, when set, sends the trap a partition drop
+    raises from ``port`` to the subnet manager (``src``: the sending port, ``drop``: the
+    :class:`.partitions.Drop`).
     """
 
     def __init__(self, sim: SimFabric, clock: Clock):
@@ -167,7 +197,7 @@ class TrafficEngine:
         self._applied = np.zeros_like(self._tot)
         self._wait_frac = np.zeros(nports)
         self._t = clock.now()
-        self._admit: Callable[[SimPort, SimPort], bool] | None = None
+        self.on_trap: Callable[[SimPort, int, SimPort, partitions.Drop], None] | None = None
         self._snap: Snapshot | None = None
         self._routes: Routes | None = None
         self._routed = 0  # flows [0, _routed) have routes
@@ -179,17 +209,6 @@ class TrafficEngine:
                     p.traffic = self._settle
 
     # --- the API ---------------------------------------------------------------------
-
-    @property
-    def admit(self) -> Callable[[SimPort, SimPort], bool] | None:
-        """The partition check (None: everything passes)."""
-        return self._admit
-
-    @admit.setter
-    def admit(self, check: Callable[[SimPort, SimPort], bool] | None) -> None:
-        self.advance()
-        self._admit = check
-        self._reroute = True  # route everything again under the new check
 
     def add(
         self,
@@ -394,18 +413,50 @@ class TrafficEngine:
     def _route(self, lo: int, hi: int) -> Routes:
         f, snap = self._f, self._snapshot()
         src, dst = f.src[lo:hi], f.dst[lo:hi]
-        if self._admit is None:
-            admitted = np.ones(hi - lo, dtype=bool)
-        else:
-            seen: dict[tuple[int, int], bool] = {}
-            ports, check = snap.ports, self._admit
-            admitted = np.empty(hi - lo, dtype=bool)
-            for k, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True)):
-                ok = seen.get((a, b))
-                if ok is None:
-                    ok = seen[(a, b)] = bool(check(ports[a], ports[b]))
-                admitted[k] = ok
-        return route(snap, src, dst, admitted)
+        return self._partition(route(snap, src, dst))
+
+    def _partition(self, r: Routes) -> Routes:
+        """The routes ``r`` with each delivered flow's packets run through the partition
+        checks of its path (:func:`.partitions.enforce`, once per distinct path); a flow
+        refused on the way ends where it is refused, its hops cut there."""
+        snap = self._snapshot()
+        if partitions.all_default(snap.ports):
+            return r  # every table the default partition alone: every check passes
+        ports, peer = snap.ports, snap.peer
+        seen: dict[tuple[int, ...], partitions.Drop | None] = {}
+        cut: dict[int, int] = {}  # flow -> hops it keeps
+        for i in np.flatnonzero(r.end == DELIVERED).tolist():
+            hops = r.hops[r.ptr[i] : r.ptr[i + 1]].tolist()
+            key = tuple(hops)
+            if key not in seen:
+                path: list[SimPort] = []
+                for h in hops:
+                    # the port it leaves by, the port it arrives at: sender,
+                    # (ingress, egress) per switch, receiver
+                    path += [ports[h], ports[int(peer[h])]]  # type: ignore[list-item]
+                pkey = partitions.carried_pkey(path[0], path[-1])
+                seen[key] = None if pkey is None else partitions.enforce(path, pkey)
+            drop = seen[key]
+            if drop is None:
+                continue
+            at = snap.index(drop.port)
+            end = _DROP_END[drop.counter]
+            r.end[i], r.at[i] = end, at
+            if end == XMIT_CONSTRAINT:
+                cut[i] = hops.index(at)  # up to the egress port that keeps them
+            elif end == CONSTRAINT:
+                cut[i] = [int(peer[h]) for h in hops].index(at) + 1
+            if drop.trap is not None and self.on_trap is not None:
+                self.on_trap(drop.port, drop.trap, ports[hops[0]], drop)
+        if not cut:
+            return r
+        nhops = np.diff(r.ptr)
+        keep = np.ones(len(r.hops), dtype=bool)
+        for i, k in cut.items():
+            keep[r.ptr[i] + k : r.ptr[i + 1]] = False
+            nhops[i] = k
+        ptr = np.concatenate(([0], np.cumsum(nhops)))
+        return Routes(ptr, r.hops[keep], r.end, r.at, r.mtu)
 
     def _index_routes(self) -> None:
         """The incidences the rates and counters need, from the routes: by flow, the
@@ -416,7 +467,7 @@ class TrafficEngine:
         assert r is not None
         nflows = len(r.end)
         nhops = np.diff(r.ptr)
-        disc = r.end == DISCARDED
+        disc = np.isin(r.end, _HELD)
         if disc.any():
             cnt = nhops + disc
             ptr = np.concatenate(([0], np.cumsum(cnt)))
@@ -569,6 +620,14 @@ class TrafficEngine:
             sel = (ends == end) & (pk > 0)
             if sel.any():
                 np.add.at(tot[row], r.at[run[sel]], pk[sel])
+        # a CA's P_KeyViolations live in its PortInfo, not its PMA counters: counted now
+        sel = (ends == PKEY) & (pk > 0)
+        if sel.any():
+            snap = self._snapshot()
+            for at, n in zip(r.at[run[sel]].tolist(), pk[sel].tolist(), strict=True):
+                port = snap.ports[at]
+                assert port is not None
+                partitions.count(partitions.Drop(port, None, None, 0), n)
 
     def _settle(self, port: SimPort) -> None:
         """Put what traffic counted on ``port`` into its Counters (called by flush)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..ib import simwire
 from ..ib.caps import CAP_IS_CAP_MASK_NOTICE, CAP_IS_NOTICE, CAP_IS_SM, CAP_IS_TRAP
 from ..ib.enums import NodeType
-from ..ib.mad.consts import TRAP_CAPABILITY_MASK_CHANGE, TRAP_LINK_STATE_CHANGE
+from ..ib.mad.consts import TRAP_BAD_PKEY, TRAP_CAPABILITY_MASK_CHANGE, TRAP_LINK_STATE_CHANGE
 from ..ib.mad.view import trap
 from .router import Router
 from .state import SimPort
@@ -26,9 +26,10 @@ class Traps:
         self.stats = stats
         self._tid = 0
 
-    def send(self, port: SimPort, number: int) -> None:
+    def send(self, port: SimPort, number: int, **details: int) -> None:
         """Trap ``number`` from ``port``'s node to its master SM, if it has one and a
-        route to it.  Switches raise traps from port 0."""
+        route to it.  Switches raise traps from port 0.  ``details``: the Notice's data
+        fields, for a trap other than 128 and 144 (whose the fabric fills in)."""
         src = port.node.ports[0] if port.node.is_switch else port
         if src is None or not src.lid or not src.smlid:
             return
@@ -41,7 +42,7 @@ class Traps:
         node = src.node
         if number == TRAP_LINK_STATE_CHANGE:
             details = {"NoticeDataLID": src.lid}
-        else:
+        elif number == TRAP_CAPABILITY_MASK_CHANGE:
             details = {"NoticeDataTrap144LID": src.lid, "NoticeDataTrap144CapMask": src.cap_mask}
         self._tid = (self._tid + 1) & 0xFFFF_FFFF
         mad = trap(
@@ -53,6 +54,18 @@ class Traps:
         )
         self.stats.traps += 1
         self.transport.send(sm, simwire.request(src.smlid, src.lid, mad))
+
+    def bad_pkey(self, port: SimPort, number: int, src: SimPort, drop) -> None:
+        """Trap ``number`` (257: a CA, 259: a switch port) for a packet from ``src``
+        that ``port`` discarded for its P_Key (``drop``: a partitions.Drop)."""
+        details = {}
+        if number == TRAP_BAD_PKEY:
+            details = {
+                "NoticeDataTrap257LID1": src.lid,
+                "NoticeDataTrap257LID2": drop.port.lid,
+                "NoticeDataTrap257Key": drop.pkey,
+            }
+        self.send(port, number, **details)
 
     def set_issm(self, cl: Client, on: bool) -> None:
         """Client ``cl`` is now the subnet manager at its port, or no longer: the port's

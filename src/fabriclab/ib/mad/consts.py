@@ -64,10 +64,14 @@ STATUS_INVALID_FIELD = 7 << 2
 # Traps the fabric raises (14.2.5.1)
 TRAP_LINK_STATE_CHANGE = 128
 TRAP_CAPABILITY_MASK_CHANGE = 144
+TRAP_BAD_PKEY = 257  # a CA discarded a packet for its P_Key
+TRAP_BAD_PKEY_SWITCH = 259  # a switch external port did
 # Notice.Type of each (14.2.5.1): a link state change is urgent, a capability change
-# informational.
-NOTICE_URGENT, NOTICE_INFORMATIONAL = 1, 4
+# informational, a bad P_Key a security notice.
+NOTICE_URGENT, NOTICE_SECURITY, NOTICE_INFORMATIONAL = 1, 2, 4
 TRAP_TYPES = {
     TRAP_LINK_STATE_CHANGE: NOTICE_URGENT,
     TRAP_CAPABILITY_MASK_CHANGE: NOTICE_INFORMATIONAL,
+    TRAP_BAD_PKEY: NOTICE_SECURITY,
+    TRAP_BAD_PKEY_SWITCH: NOTICE_SECURITY,
 }

@@ -197,22 +197,38 @@ SM_INFO = Layout(
     ],
 )
 
-# 14.2.5.1 Notice: the trap payload.  Data details differ per trap; the two the fabric
-# sends (128: link state change, 144: capability mask change) are spelled out.
+# 14.2.5.1 Notice: the trap payload.  Data details differ per trap (their fields overlap);
+# those of the traps the fabric sends (128: link state change, 144: capability mask
+# change, 257: bad P_Key) are spelled out.
+_NOTICE_HEAD = [
+    ("NoticeIsGeneric", 0, 1),
+    ("NoticeType", 1, 7),
+    ("NoticeProducerType", 8, 24),
+    ("NoticeTrapNumber", 32, 16),
+    ("NoticeIssuerLID", 48, 16),
+    ("NoticeToggle", 64, 1),
+    ("NoticeCount", 65, 15),
+]
 NOTICE = Layout(
     "Notice",
     64,
     [
-        ("NoticeIsGeneric", 0, 1),
-        ("NoticeType", 1, 7),
-        ("NoticeProducerType", 8, 24),
-        ("NoticeTrapNumber", 32, 16),
-        ("NoticeIssuerLID", 48, 16),
-        ("NoticeToggle", 64, 1),
-        ("NoticeCount", 65, 15),
+        *_NOTICE_HEAD,
         ("NoticeDataLID", 80, 16),  # trap 128: the switch's LID
         ("NoticeDataTrap144LID", 96, 16),
         ("NoticeDataTrap144CapMask", 128, 32),
+    ],
+)
+# trap 257 (Bad P_Key at a CA): the packet's source and destination LIDs and its P_Key
+# (OpenSM ib_types.h, ib_mad_notice_attr257_258: rsvd, lid1, lid2, key)
+NOTICE_BAD_PKEY = Layout(
+    "Notice",
+    64,
+    [
+        *_NOTICE_HEAD,
+        ("NoticeDataTrap257LID1", 96, 16),
+        ("NoticeDataTrap257LID2", 112, 16),
+        ("NoticeDataTrap257Key", 128, 32),
     ],
 )
 

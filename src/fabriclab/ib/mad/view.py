@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from functools import partial
 
-from .consts import TRAP_TYPES, Attr, Method, MgmtClass
+from .consts import TRAP_BAD_PKEY, TRAP_TYPES, Attr, Method, MgmtClass
 from .layouts import (
     DR_INITIAL_PATH,
     DR_RETURN_PATH,
@@ -22,6 +22,7 @@ from .layouts import (
     GMP_DATA_SIZE,
     MAD_HEADER,
     NOTICE,
+    NOTICE_BAD_PKEY,
     SMP_DATA,
     SMP_DATA_SIZE,
 )
@@ -117,7 +118,8 @@ def trap(tid: int, number: int, issuer_lid: int, producer: int, **details: int) 
             "AttributeID": Attr.NOTICE,
         }
     )
-    notice = NOTICE.pack(
+    layout = NOTICE_BAD_PKEY if number == TRAP_BAD_PKEY else NOTICE
+    notice = layout.pack(
         {
             "NoticeIsGeneric": 1,
             "NoticeType": TRAP_TYPES[number],
