@@ -61,10 +61,17 @@ def counters_doc(sim: SimFabric) -> dict[str, list]:
             if p is None:
                 continue
             c = p.flush()
-            raw = {k: v for k, v in c.raw.items() if v}
-            det = {k: v for k, v in c.details.items() if v}
-            if raw or det or c.base or c.base_ext:
-                out[f"{n.index}:{p.num}"] = [raw, c.base, c.base_ext, det, c.details_base]
+            if c.moved:  # else what the last save took still holds
+                c.moved = False
+                raw = {k: v for k, v in c.raw.items() if v}
+                det = {k: v for k, v in c.details.items() if v}
+                c.saved = (
+                    [raw, dict(c.base), dict(c.base_ext), det, dict(c.details_base)]
+                    if raw or det or c.base or c.base_ext
+                    else None
+                )
+            if c.saved is not None:
+                out[f"{n.index}:{p.num}"] = c.saved
     return out
 
 
