@@ -36,7 +36,7 @@ class Counters:
         # whether anything changed since the journal last took them (``saved``: what it
         # took), so that a save after each fault costs the ports that moved, not the fabric
         self.moved = True
-        self.saved: list | None = None
+        self.saved: tuple | None = None
 
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more of counter ``name``."""
