@@ -25,7 +25,7 @@ _DETAILS_MAX = {name: (1 << width) - 1 for name, width in DETAIL_WIDTHS.items()}
 class Counters:
     """One port's counters: running totals plus a reset point per view."""
 
-    __slots__ = ("base", "base_ext", "details", "details_base", "raw")
+    __slots__ = ("base", "base_ext", "details", "details_base", "moved", "raw", "saved")
 
     def __init__(self) -> None:
         self.raw = dict.fromkeys(NAMES, 0)
@@ -33,14 +33,20 @@ class Counters:
         self.base_ext: dict[str, int] = {}
         self.details = dict.fromkeys(DETAILS, 0)
         self.details_base: dict[str, int] = {}
+        # whether anything changed since the journal last took them (``saved``: what it
+        # took), so that a save after each fault costs the ports that moved, not the fabric
+        self.moved = True
+        self.saved: tuple | None = None
 
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more of counter ``name``."""
         self.raw[name] = (self.raw[name] + n) & _MAX64
+        self.moved = True
 
     def count_packets(self, sent: int, received: int, words: int) -> None:
         """Unicast packets of ``words`` 4-byte words each, sent and received."""
         raw = self.raw
+        self.moved = True
         raw["PortXmitPkts"] += sent
         raw["PortXmitData"] += sent * words
         raw["PortUnicastXmitPkts"] += sent
@@ -63,6 +69,7 @@ class Counters:
     def reset(self, select: int, select2: int) -> None:
         """Reset through PortCounters: CounterSelect bits, then CounterSelect2 bits."""
         mask = (select & 0xFFFF) | ((select2 & 0xFF) << SELECT2)
+        self.moved = True
         for name, bit in _SELECT:
             if mask >> bit & 1:
                 self.base[name] = self.raw[name]
@@ -70,6 +77,7 @@ class Counters:
     def reset_ext(self, select: int, select2: int) -> None:
         """Reset through PortCountersExtended: CounterSelect bits, then CounterSelect2 bits."""
         mask = (select & 0xFFFF) | ((select2 & 0xFFFF) << SELECT2)
+        self.moved = True
         for name, bit in _SELECT_EXT:
             if mask >> bit & 1:
                 self.base_ext[name] = self.raw[name]
@@ -83,6 +91,7 @@ class Counters:
 
     def reset_details(self, names: tuple[str, ...], select: int) -> None:
         """Reset the detail ``names[i]`` for each CounterSelect bit i set."""
+        self.moved = True
         for i, n in enumerate(names):
             if select >> i & 1:
                 self.details_base[n] = self.details[n]

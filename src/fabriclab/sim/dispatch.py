@@ -196,7 +196,7 @@ class Dispatch:
 
     def timeout(self, cl: Client) -> None:
         """Tell the sender its MAD went nowhere (umad reports a timeout at once)."""
-        self.stats.dropped += 1
+        self.stats.timed_out += 1
         self.set_status(SIM_STATUS_TIMEOUT)
         self._send(cl, self.whole)
 

@@ -26,13 +26,17 @@ def journal_path(state: Path, name: str) -> Path:
     return state / f"{name}.journal"
 
 
-def save(path: Path, doc: dict) -> None:
-    """Replace the journal with ``doc`` (atomically)."""
+def save(path: Path, doc: dict, counters: str | None = None) -> None:
+    """Replace the journal with ``doc`` (atomically); ``counters``: its counters
+    document already in JSON (:func:`counters_json`)."""
+    text = json.dumps({"version": VERSION, **doc}, separators=(",", ":"))
+    if counters is not None:  # spliced in: the whole is still one JSON object
+        text = f'{text[:-1]},"counters":{counters}}}'
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
     fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({"version": VERSION, **doc}, separators=(",", ":")))
+        f.write(text)
     tmp.replace(path)
 
 
@@ -52,20 +56,38 @@ def load(path: Path) -> dict:
     return doc
 
 
-def counters_doc(sim: SimFabric) -> dict[str, list]:
-    """Every port's counters that moved: ``"node:port"`` -> [running totals, PortCounters
-    reset points, extended reset points, details, details' reset points]."""
-    out = {}
+def _taken(sim: SimFabric):
+    """Every port's counters that moved, as (key, entry, entry's JSON), each port's
+    taken anew only if they moved since the last time (a fabric's worth of counters
+    costs tens of milliseconds to encode, and the journal is saved after every fault)."""
     for n in sim.nodes:
         for p in n.ports:
             if p is None:
                 continue
             c = p.flush()
-            raw = {k: v for k, v in c.raw.items() if v}
-            det = {k: v for k, v in c.details.items() if v}
-            if raw or det or c.base or c.base_ext:
-                out[f"{n.index}:{p.num}"] = [raw, c.base, c.base_ext, det, c.details_base]
-    return out
+            if c.moved:  # else what the last save took still holds
+                c.moved = False
+                raw = {k: v for k, v in c.raw.items() if v}
+                det = {k: v for k, v in c.details.items() if v}
+                if raw or det or c.base or c.base_ext:
+                    key = f"{n.index}:{p.num}"
+                    entry = [raw, dict(c.base), dict(c.base_ext), det, dict(c.details_base)]
+                    c.saved = (key, entry, json.dumps({key: entry}, separators=(",", ":"))[1:-1])
+                else:
+                    c.saved = None
+            if c.saved is not None:
+                yield c.saved
+
+
+def counters_doc(sim: SimFabric) -> dict[str, list]:
+    """Every port's counters that moved: ``"node:port"`` -> [running totals, PortCounters
+    reset points, extended reset points, details, details' reset points]."""
+    return {key: entry for key, entry, _ in _taken(sim)}
+
+
+def counters_json(sim: SimFabric) -> str:
+    """:func:`counters_doc`'s document in JSON."""
+    return "{" + ",".join(text for _, _, text in _taken(sim)) + "}"
 
 
 def restore_counters(sim: SimFabric, doc: dict) -> None:

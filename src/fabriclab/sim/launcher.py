@@ -231,7 +231,8 @@ def _serve(
         st = srv.stats
         say(
             f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
-            f"{st.forwarded} forwarded, {st.dropped} undeliverable, {st.malformed} malformed; "
+            f"{st.forwarded} forwarded, {st.timed_out} timed out, {st.dropped} undeliverable, "
+            f"{st.malformed} malformed, {st.unsent} not sent; "
             f"{st.refused} control requests refused, {st.failed} failed, "
             f"{st.outsiders} datagrams from outside the allowed networks"
         )

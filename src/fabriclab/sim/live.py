@@ -387,10 +387,10 @@ class LiveFabric:
 
     # --- the journal ------------------------------------------------------------------
 
-    def snapshot(self) -> dict:
-        """Everything ``--resume`` needs."""
+    def snapshot(self, counters: bool = True) -> dict:
+        """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
         book = self.book
-        return {
+        doc = {
             "meta": self.meta,
             "clock": self.clock.now(),
             "virtual": self.clock.virtual,
@@ -401,9 +401,11 @@ class LiveFabric:
                 for fid, ends in book.ends.items()
             },
             "scenarios": [s.to_json() for s in self.scenarios],
-            "counters": journal.counters_doc(self.sim),
             "traffic": traffic_cmd.flows_doc(self.traffic) if self.traffic is not None else [],
         }
+        if counters:
+            doc["counters"] = journal.counters_doc(self.sim)
+        return doc
 
     def save(self) -> None:
         """Write the journal now."""
@@ -411,7 +413,9 @@ class LiveFabric:
         if self.journal_path is None:
             return
         t0 = time.monotonic()
-        journal.save(self.journal_path, self.snapshot())
+        journal.save(
+            self.journal_path, self.snapshot(counters=False), journal.counters_json(self.sim)
+        )
         self._saved = time.monotonic()
         self._save_cost = self._saved - t0
 

@@ -320,6 +320,9 @@ class TrafficEngine:
     def advance(self) -> None:
         """Bring every counter up to the clock's time."""
         now = self.clock.now()
+        if not self._f.n:  # no flow: nothing to route (a fault storm must not re-snapshot)
+            self._t = now
+            return
         self._prepare()
         dt = now - self._t
         f = self._f
@@ -631,6 +634,8 @@ class TrafficEngine:
 
     def _settle(self, port: SimPort) -> None:
         """Put what traffic counted on ``port`` into its Counters (called by flush)."""
+        if not self._f.n:  # no flow ever: nothing counted (every port's read comes here)
+            return
         i = int(self._base[port.node.index]) + port.num
         now, was = self._tot[:, i], self._applied[:, i]
         if (now == was).all():

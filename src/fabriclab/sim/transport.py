@@ -75,12 +75,14 @@ class Stats:
     mads: int = 0
     answered: int = 0
     forwarded: int = 0
-    dropped: int = 0
+    timed_out: int = 0  # answered with the simulator's timeout status (routed nowhere)
+    dropped: int = 0  # undeliverable: a response with nobody to take it, not answered
     malformed: int = 0
     traps: int = 0
     refused: int = 0  # control requests refused (who sent them, or a limit)
     outsiders: int = 0  # remote mode: datagrams from outside the allowed networks
     failed: int = 0  # control requests whose handling failed (answered with an error)
+    unsent: int = 0  # datagrams to clients that could not be sent (not reading, gone)
 
 
 def show_address(addr) -> str:
@@ -460,4 +462,5 @@ class Transport:
                 self.detach(cl, "gone")
             else:
                 self._warn("failed sends", "send to client %d failed: %s", cl.id, e)
+        self.stats.unsent += 1
         return False

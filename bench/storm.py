@@ -1,0 +1,257 @@
+"""A fault storm on the live fabric: link flaps while the real ibnetdiscover scans.
+
+The 2,048-HCA fabric of bench/server.py (512 trays x 4 HCAs, 64 leaves, 32 spines) is
+served by ``fabriclab up --detach`` and configured once by the real OpenSM (``opensm
+-o``, as bench/server.py does).  Then:
+
+- the real ``ibnetdiscover`` scans the whole fabric from a tray, undisturbed, a few
+  times (the baseline);
+- the same scan runs again and again while 1,000 distinct links (HCA links and
+  leaf-spine links, in a seeded random order) are each taken down and brought back
+  (``fault down`` then ``fault up``) through the fabric's admin socket, as the CLI does,
+  one request after the other as fast as the server answers them.
+
+Reported: every scan's exit status and how many nodes it found against the fabric's;
+the server's MAD counts from its closing line (received, answered, forwarded, timed
+out, undeliverable: every MAD received must be accounted for by an answer or a timeout
+sent back); scan times with and without the storm; flaps per second; and the admin
+round trip (the time the server's loop took to take one fault request, a measure of
+its latency under the storm).
+
+    python bench/storm.py [--flaps 1000] [--baseline 3] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from fabriclab.model.build import build
+from fabriclab.model.cluster import Cluster, find_port
+from fabriclab.sim import admin, tools
+from fabriclab.spec.load import load_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server import BENCH_SPEC  # the same fabric as bench/server.py
+
+# the closing line of 'fabriclab up' (sim/launcher.py)
+_CLOSING = re.compile(
+    r"(\d+) MADs, (\d+) answered, (\d+) forwarded, (\d+) timed out, (\d+) undeliverable, "
+    r"(\d+) malformed, (\d+) not sent"
+)
+_NODE = re.compile(r"^(Switch|Ca)\s+\d+\s", re.M)  # a node's header in ibnetdiscover's output
+
+
+@dataclass
+class Scan:
+    rc: int
+    seconds: float
+    nodes: int
+    stderr: str
+
+
+@dataclass
+class Storm:
+    flaps: int = 0
+    seconds: float = 0.0
+    rtts: list[float] = field(default_factory=list)  # one per admin request
+    error: str = ""
+
+
+def flap_targets(cluster: Cluster, count: int, seed: int) -> list[str]:
+    """``count`` distinct links, each named by one end as the CLI takes it: the HCA end
+    of a tray's link, the lower switch's end of a leaf-spine link."""
+    names = []
+    for a, b in cluster.fabric.links():
+        end = b if a.node.is_switch and not b.node.is_switch else a
+        names.append(f"{end.node.name}[{end.num}]")
+    if count > len(names):
+        raise SystemExit(f"--flaps {count}: the fabric has only {len(names)} links")
+    return random.Random(seed).sample(names, count)
+
+
+def scan(env: dict, work: Path) -> Scan:
+    t = time.perf_counter()
+    r = subprocess.run(
+        ["ibnetdiscover"], env=env, cwd=work, capture_output=True, text=True, timeout=900
+    )
+    return Scan(
+        r.returncode, time.perf_counter() - t, len(_NODE.findall(r.stdout)), r.stderr[-300:]
+    )
+
+
+def storm(sock: Path, targets: list[str], out: Storm, started: threading.Event) -> None:
+    """Each target down then up, one admin request after the other."""
+    t0 = time.perf_counter()
+    started.set()
+    try:
+        for t in targets:
+            for kind in ("down", "up"):
+                a = time.perf_counter()
+                admin.call(sock, {"op": "fault", "kind": kind, "target": t, "options": {}})
+                out.rtts.append(time.perf_counter() - a)
+            out.flaps += 1
+    except Exception as e:  # reported, and the bench fails
+        out.error = f"{type(e).__name__}: {e}"
+    out.seconds = time.perf_counter() - t0
+
+
+def closing_counts(log: Path) -> dict[str, int]:
+    """The server's MAD counts from its closing line in its log."""
+    found = _CLOSING.findall(log.read_text(errors="replace"))
+    if not found:
+        raise SystemExit(f"no closing line in {log}")
+    keys = ("mads", "answered", "forwarded", "timed_out", "undeliverable", "malformed", "unsent")
+    return dict(zip(keys, map(int, found[-1]), strict=True))
+
+
+def _fabriclab(env: dict, *args: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "fabriclab.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"fabriclab {args[0]} failed: {r.stderr.strip()}")
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+
+
+def run(flaps: int, baseline: int, seed: int) -> bool:
+    work = Path(tempfile.mkdtemp(prefix="fl-storm-"))
+    spec = work / "bench-2k.yaml"
+    spec.write_text(yaml.safe_dump(BENCH_SPEC))
+    cluster = build(load_spec(str(spec)))
+    fabric = cluster.fabric
+    want = len(fabric.switches()) + len(fabric.cas())
+    start, _ = find_port(cluster, None)
+    host = start.node.desc
+    print(
+        f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
+        f"{len(fabric.switches())} switches, {fabric.link_count()} links"
+    )
+    name = f"flstorm{os.getpid()}"
+    state = work / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
+    env.pop("LD_PRELOAD", None)
+    env["FABRICLAB_STATE_DIR"] = str(state)
+    targets = flap_targets(cluster, flaps, seed)
+    _fabriclab(env, "up", str(spec), "--name", name, "--detach")
+    ok = True
+    try:
+        tenv = {**env, **_tool_env(name, host, work)}
+        t = time.perf_counter()
+        r = subprocess.run(
+            ["opensm", "-o", "-e", "-f", str(work / "opensm.log")],
+            env=tenv,
+            cwd=work,
+            capture_output=True,
+            timeout=900,
+        )
+        sm_s = time.perf_counter() - t
+        if r.returncode != 0 or "SUBNET UP" not in (work / "opensm.log").read_text(
+            errors="replace"
+        ):
+            raise SystemExit("OpenSM did not bring the subnet up")
+        print(f"opensm -o, start to SUBNET UP            {sm_s:7.2f} s")
+        quiet = [scan(tenv, work) for _ in range(baseline)]
+        for s in quiet:
+            ok &= s.rc == 0 and s.nodes == want
+        print(
+            f"ibnetdiscover, no storm                  {statistics.median(s.seconds for s in quiet):7.2f} s"
+            f"   [{len(quiet)} scans, median; exit {sorted({s.rc for s in quiet})}, "
+            f"nodes {sorted({s.nodes for s in quiet})} of {want}]"
+        )
+        out, started = Storm(), threading.Event()
+        th = threading.Thread(
+            target=storm, args=(admin.admin_path(state, name), targets, out, started)
+        )
+        th.start()
+        started.wait()
+        during: list[Scan] = []
+        while th.is_alive() or not during:
+            during.append(scan(tenv, work))
+        th.join()
+        if out.error:
+            print(f"storm failed after {out.flaps} flaps: {out.error}")
+            ok = False
+        bad = [s for s in during if s.rc != 0]
+        ok &= not bad
+        print(
+            f"ibnetdiscover, during the storm          "
+            f"{statistics.median(s.seconds for s in during):7.2f} s"
+            f"   [{len(during)} scans, median; exit {sorted({s.rc for s in during})}, "
+            f"nodes {min(s.nodes for s in during)}..{max(s.nodes for s in during)} of {want}]"
+        )
+        for s in bad:
+            print(f"  a scan failed ({s.rc}): {s.stderr.strip()}")
+        print(
+            f"flaps: {out.flaps} links down and up in {out.seconds:.2f} s: "
+            f"{out.flaps / out.seconds:.0f} flaps/s"
+        )
+        print(
+            f"admin round trip (the server loop taking one fault request): "
+            f"median {statistics.median(out.rtts) * 1e3:.1f} ms, "
+            f"p99 {_pct(out.rtts, 0.99) * 1e3:.1f} ms, max {max(out.rtts) * 1e3:.1f} ms"
+        )
+        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    finally:
+        _fabriclab(env, "down", "--name", name)
+    st = closing_counts(state / f"{name}.log")
+    lost = st["mads"] - sum(
+        st[k] for k in ("answered", "forwarded", "timed_out", "undeliverable", "malformed")
+    )
+    ok &= lost == 0 and st["undeliverable"] == st["unsent"] == st["malformed"] == 0
+    print(
+        f"server: {st['mads']} MADs received, {st['answered']} answered, "
+        f"{st['timed_out']} timed out (sent back: routed into a link that was down), "
+        f"{st['forwarded']} forwarded, {st['undeliverable']} undeliverable, "
+        f"{st['malformed']} malformed, {st['unsent']} not sent; unaccounted for: {lost}"
+    )
+    print("storm: " + ("every scan completed, every MAD answered" if ok else "FAILED"))
+    shutil.rmtree(work, ignore_errors=True)
+    return ok
+
+
+def _tool_env(name: str, host: str, work: Path) -> dict:
+    return {
+        "LD_PRELOAD": tools.umad2sim_path(),
+        "SIM_HOST": host,
+        "IBSIM_SOCKNAME": name,
+        "OSM_CACHE_DIR": str(work),
+        "OSM_TMP_DIR": str(work),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flaps", type=int, default=1000)
+    ap.add_argument("--baseline", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    for tool in ("opensm", "ibnetdiscover"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} not found: run scripts/install-system-deps.sh")
+    if not run(a.flaps, a.baseline, a.seed):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
