@@ -162,8 +162,11 @@ def test_same_net_file_on_ibsim_and_fabriclab(real_tools, toolset, rate, tmp_pat
     assert link_o == link_t.replace(hint, "( )")
 
     # smpquery and perfquery: every field both print, compared; the ones that differ are
-    # exactly these, (ibsim's, fabriclab's).  ibsim serves fixed defaults where fabriclab
-    # serves what a real ConnectX/Quantum reports (fabriclab.ib.devices cites each):
+    # exactly these, (ibsim's, fabriclab's).  ibsim serves fixed templates (sim_net.c:
+    # hcanodeinfo, swnodeinfo, switchinfo and its PortInfo defaults) and keeps of an SM's
+    # PortInfo Set only the LID, SM LID, LMC, HOQLife, states, OperVLs, GID prefix and
+    # speeds (sim_mad.c do_portinfo); fabriclab serves what a real ConnectX/Quantum
+    # reports (fabriclab.ib.devices cites each) and keeps what OpenSM sets:
     ca_nodeinfo = {
         "PartCap": ("64", "128"),  # ibsim's default table; ConnectX: 128 P_Keys
         "Revision": ("0x000000a1", "0x00000000"),  # ibsim's fixed revision; ConnectX: 0
@@ -182,10 +185,10 @@ def test_same_net_file_on_ibsim_and_fabriclab(real_tools, toolset, rate, tmp_pat
         ),
         **({"LinkWidthEnabled": ("1X or 4X", "1X or 4X or 2X")} if ndr else {}),
     }
-    # what every port of both differs in: ibsim's MTU cap is 2048 (sim_net.c default),
-    # a real HDR/NDR port's 4096; RespTimeVal and the error thresholds ibsim leaves at 0
-    # (it keeps no such fields), fabriclab keeps what OpenSM sets (8, 8: opensm's
-    # local_phy_errors_threshold/overrun_errors_threshold) and a ConnectX's 16
+    # what every port of both differs in: ibsim's MTU cap is 2048 (its template), a real
+    # HDR/NDR port's 4096; RespTimeVal and the error thresholds stay at ibsim's template
+    # 0 (do_portinfo does not keep them), fabriclab keeps what OpenSM sets (8, 8:
+    # opensm's local_phy_errors_threshold/overrun_errors_threshold) and a ConnectX's 16
     port_common = {
         **widths,
         "NeighborMTU": ("2048", "4096"),
@@ -198,12 +201,11 @@ def test_same_net_file_on_ibsim_and_fabriclab(real_tools, toolset, rate, tmp_pat
         # ibsim's CA capability mask (0.12 dropped IsVendorClassSupported); a real
         # ConnectX-6 / ConnectX-7 (ibstat on real hardware, devices.py)
         "CapMask": ("0x40c048" if v12 else "0x50c048", "0xa751e848" if ndr else "0x2651e848"),
-        # ibsim answers a zero lease with 4089 (it stores M_Key fields as its own);
-        # fabriclab keeps OpenSM's 0
+        # ibsim's template value (do_portinfo does not keep the lease); OpenSM's 0
         "MkeyLeasePeriod": ("4089", "0"),
         "HoqLife": ("0", "31"),  # a ConnectX reports 31 (infinite); ibsim 0
         "GuidCap": ("32", "8"),  # ibsim's default GUID table; ConnectX: 8
-        # OpenSM sets 18 (subnet_timeout); ibsim does not keep a CA's SubnetTimeout
+        # OpenSM sets 18 (subnet_timeout); do_portinfo does not keep it: ibsim's 31
         "SubnetTimeout": ("31", "18"),
         **port_common,
     }
@@ -261,15 +263,17 @@ def test_same_net_file_on_ibsim_and_fabriclab(real_tools, toolset, rate, tmp_pat
     assert int(pc["PortRcvPkts"]) > 0 and int(pc["PortXmitPkts"]) > 0  # the exchange counted
 
     # perfquery -x: fabriclab's 64-bit counters equal the 32-bit ones both read; it counts
-    # every MAD as unicast, which ibsim does not model (its unicast counters stay 0)
+    # every MAD as unicast, which ibsim does not model (sim_mad.c counts a MAD in
+    # ext_xmit/recv_data and _pkts only: its unicast counters stay 0)
     xt, xo = _fields(fixed[f"perfquery -x {c} 1"][0]), _fields(fixed[f"perfquery -x {c} 1"][1])
     for k in ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"):
         assert xo[k] == pc[k], k
     assert xo["PortUnicastXmitPkts"] == pc["PortXmitPkts"]
     assert xo["PortUnicastRcvPkts"] == pc["PortRcvPkts"]
     assert (xt["PortUnicastXmitPkts"], xt["PortUnicastRcvPkts"]) == ("0", "0")
-    # ibsim's extended reset leaves its 64-bit PortRcvPkts ahead of its own 32-bit one
-    # (seen with 0.10 and 0.12; the other three agree with its 32-bit counters)
+    # ibsim's extended reset never clears its 64-bit PortRcvPkts (sim_mad.c pc_ext_reset:
+    # the GS_PC_EXT_RECV_PKTS bit clears ext_xmit_pkts, again), so it stays ahead of its
+    # own 32-bit one; the other three agree with its 32-bit counters
     assert int(xt["PortRcvPkts"]) > int(pc["PortRcvPkts"])
     for k in ("PortXmitData", "PortRcvData", "PortXmitPkts"):
         assert xt[k] == pc[k], k
