@@ -23,6 +23,8 @@ from simclient import SimClient, dr_smp, fuzz_requests, lid_mad
 
 from fabriclab.formats import ibnetdiscover, ibsim_net
 from fabriclab.ib import simwire
+from fabriclab.ib.mad.consts import Attr
+from fabriclab.ib.mad.layouts import PORT_COUNTERS_EXT
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.spec.load import load_spec
@@ -31,29 +33,270 @@ pytestmark = pytest.mark.realtools
 THREE = str(SPECS / "three-tier-hdr.yaml")
 
 
-def test_same_net_file_on_ibsim_and_fabriclab(real_tools, tmp_path):
-    """The same fabric served by the Debian ibsim (from fabriclab's net file) and by
-    fabriclab: the real ibnetdiscover prints the same lines, except the one thing ibsim
-    cannot express here (a ConnectX's port GUID, which ibsim makes node GUID + 1).  The
-    fabric is HDR, which ibsim 0.10 knows, so the rates compare too."""
-    cluster = build(load_spec(THREE))
-    origin = "node006:mlx5_1"
-    start, _ = find_port(cluster, origin)
+# The same-net-file comparison: (spec, the CA the tools run at, the CA and the switch they
+# ask).  Small fabrics (10 nodes), so both servers and both OpenSM sweeps take seconds.
+SAME_NET = {
+    "hdr": (str(SPECS / "lab-hdr.yaml"), "hdr-worker2:mlx5_0", "hdr-worker1:mlx5_0"),
+    "ndr": ("lab", "sched-worker2:mlx5_0", "sched-worker1:mlx5_0"),
+}
+# ibsim parses NDR from 0.12 on (sim_net.c of ibsim 0.12 added the "NDR" token; 0.10
+# stops at HDR, see fabriclab.formats.ibsim_net.KNOWN_SPEEDS)
+NDR_IBSIM = (0, 12)
+
+
+def _queries(ca: int, sw: int) -> list[tuple[str, ...]]:
+    """What both servers are asked, in this order, after the same OpenSM sweep: the
+    counters of a CA port and a switch port are reset first, so what the perfqueries at
+    the end read is the fixed exchange in between (the SMPs and PMA MADs listed)."""
+    return [
+        ("perfquery", "-R", str(ca), "1"),
+        ("perfquery", "-x", "-R", str(ca), "1"),
+        ("perfquery", "-R", str(sw), "1"),
+        ("ibnetdiscover",),
+        ("iblinkinfo",),
+        ("ibroute", str(sw)),
+        ("smpquery", "nodeinfo", str(ca)),
+        ("smpquery", "portinfo", str(ca), "1"),
+        ("smpquery", "nodeinfo", str(sw)),
+        ("smpquery", "portinfo", str(sw), "1"),
+        ("smpquery", "switchinfo", str(sw)),
+        ("perfquery", str(ca), "1"),
+        ("perfquery", "-x", str(ca), "1"),
+        ("perfquery", str(sw), "1"),
+    ]
+
+
+def _fields(text: str) -> dict[str, str]:
+    """smpquery/perfquery output as {field: value}.  The capability names the tools print
+    under a CapMask (tab-indented lines) are left out: they decode the hex value, which
+    is compared."""
+    out = {}
+    for line in text.splitlines():
+        if m := re.match(r"([^\t.:][^.:]*):\.*(.*)$", line):
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def _differences(theirs: str, ours: str) -> dict[str, tuple[str | None, str | None]]:
+    """The fields whose values differ, {field: (ibsim's, fabriclab's)}, None where only
+    one prints the field; the fields both print come in the same order (asserted)."""
+    a, b = _fields(theirs), _fields(ours)
+    assert [k for k in a if k in b] == [k for k in b if k in a], (theirs, ours)
+    return {k: (a.get(k), b.get(k)) for k in {**a, **b} if a.get(k) != b.get(k)}
+
+
+@pytest.mark.parametrize("rate", sorted(SAME_NET))
+def test_same_net_file_on_ibsim_and_fabriclab(real_tools, toolset, rate, tmp_path):
+    """The same fabric served by the real ibsim (from fabriclab's net file) and by
+    fabriclab, with each tool set (ibsim 0.10 / rdma-core 44, ibsim 0.12 / rdma-core 56),
+    at HDR and (with ibsim 0.12, which parses it) NDR: after the same real OpenSM sweep,
+    the real ibnetdiscover, iblinkinfo and ibroute print the same lines, perfquery reads
+    the same counters after the same exchange, and smpquery the same attributes, except
+    what ibsim does not model (each difference asserted exactly below, with its cause)."""
+    if rate == "ndr" and toolset.ibsim < NDR_IBSIM:
+        pytest.skip(f"{toolset}: ibsim before 0.12 parses no NDR (an NDR link comes up SDR)")
+    spec, at, asked = SAME_NET[rate]
+    cluster = build(load_spec(spec))
+    start, _ = find_port(cluster, at)
+    ca, _ = find_port(cluster, asked)
+    sw = ca.peer.node
+    queries = _queries(ca.lid, sw.lid)
     net = tmp_path / "fabric.net"
     net.write_text(ibsim_net.render(cluster.fabric))
-    with ibsim(net, tmp_path, ibsim_net.limits(cluster.fabric).args()) as sim:
-        theirs = sim.run(start.node.desc, "ibnetdiscover").stdout
-    with fabric_up(THREE, tmp_path / "fl") as f:
-        ours = f.run(origin, "ibnetdiscover").stdout
-    # ibsim's CA port GUIDs, mapped back to the node GUID a ConnectX-7 port carries
-    fixed = theirs
-    for n in cluster.fabric.cas():
-        if n.nports == 1:
-            fixed = fixed.replace(f"({n.guid + 1:x})", f"({n.guid:x})")
-            fixed = fixed.replace(f"port {n.guid + 1:016x}", f"port {n.guid:016x}")
-    assert fixed != theirs  # the difference was there, and is now accounted for
-    assert no_timestamp(ours) == no_timestamp(fixed)
-    assert re.search(r"4xHDR$", ours, re.M)
+    with ibsim(net, tmp_path, ibsim_net.limits(cluster.fabric).args(), toolset) as sim:
+        sim.opensm_once(start.node.desc)
+        theirs = [sim.run(start.node.desc, *q) for q in queries]
+    with fabric_up(spec, tmp_path / "fl") as f:
+        there, inside = toolset.workdir(f.workdir)
+        osm = {"OSM_TMP_DIR": str(f.workdir), "OSM_CACHE_DIR": str(f.workdir)}
+        f.run(
+            at,
+            "opensm",
+            "-o",
+            "-e",
+            "-f",
+            f"{inside}/osm.log",
+            "-d",
+            "0",
+            tools=toolset,
+            extra_env=osm,
+        )
+        assert "SUBNET UP" in (there / "osm.log").read_text()
+        ours = [f.run(at, *q, tools=toolset) for q in queries]
+        # the CA's PortCountersExtended as fabriclab answers it, read off the wire
+        with SimClient(f.name, f.tool_env(at)["SIM_HOST"]) as client:
+            mad = lid_mad(4, Attr.PORT_COUNTERS_EXT, data=PORT_COUNTERS_EXT.pack({"PortSelect": 1}))
+            status, reply = client.request(mad, dlid=ca.lid, dqp=1)
+        assert status == 0
+        wire = PORT_COUNTERS_EXT.unpack(reply[64:])
+    got = {}
+    for q, t, o in zip(queries, theirs, ours, strict=True):
+        assert t.returncode == 0, (q, t.stderr)
+        got[" ".join(q)] = (t.stdout, o.stdout)
+    # ibsim gives a CA's port N the GUID node + N (sim_net.c); a ConnectX port carries
+    # the node GUID: map ibsim's back, so the rest compares line for line
+    fixed = {}
+    for k, (t, o) in got.items():
+        for n in cluster.fabric.cas():
+            t = t.replace(f"{n.guid + 1:x}", f"{n.guid:x}")
+        fixed[k] = (t, o)
+    assert fixed != got  # the difference was there, and is now accounted for
+    out = {k: (t, o) for k, (t, o) in fixed.items() if not k.startswith("perfquery -")}
+
+    # ibnetdiscover and ibroute (the leaf's LFT, as the same OpenSM programmed it): the same
+    assert no_timestamp(out["ibnetdiscover"][1]) == no_timestamp(out["ibnetdiscover"][0])
+    assert out[f"ibroute {sw.lid}"][1] == out[f"ibroute {sw.lid}"][0]
+    rate_token = "4xNDR" if rate == "ndr" else "4xHDR"
+    assert re.search(rf"{rate_token}$", out["ibnetdiscover"][1], re.M)
+    # iblinkinfo: the same lines but for its width hint.  ibsim's ports all claim
+    # LinkWidthSupported 1X|4X|8X|12X|2X (its default, sim_net.c), so iblinkinfo says
+    # "Could be 12X" on every 4X link; a Quantum/ConnectX port supports 1X|4X (|2X from
+    # NDR on; fabriclab.ib.devices), so with fabriclab the hint is empty.
+    # ibsim 0.12 also claims 106.25 Gbps (NDR) supported on every port, so on an HDR
+    # link iblinkinfo adds "Could be 106.25 Gbps" (see LinkSpeedExtSupported below)
+    v12 = toolset.ibsim >= (0, 12)
+    hint = "(Could be 12X Could be 106.25 Gbps)" if v12 and rate == "hdr" else "(Could be 12X )"
+    link_t, link_o = out["iblinkinfo"]
+    assert link_t.count(hint) == 2 * cluster.fabric.link_count(), link_t
+    assert "Could be" not in link_o
+    assert link_o == link_t.replace(hint, "( )")
+
+    # smpquery and perfquery: every field both print, compared; the ones that differ are
+    # exactly these, (ibsim's, fabriclab's).  ibsim serves fixed templates (sim_net.c:
+    # hcanodeinfo, swnodeinfo, switchinfo and its PortInfo defaults) and keeps of an SM's
+    # PortInfo Set only the LID, SM LID, LMC, HOQLife, states, OperVLs, GID prefix and
+    # speeds (sim_mad.c do_portinfo); fabriclab serves what a real ConnectX/Quantum
+    # reports (fabriclab.ib.devices cites each) and keeps what OpenSM sets:
+    ca_nodeinfo = {
+        "PartCap": ("64", "128"),  # ibsim's default table; ConnectX: 128 P_Keys
+        "Revision": ("0x000000a1", "0x00000000"),  # ibsim's fixed revision; ConnectX: 0
+    }
+    sw_nodeinfo = {
+        "PartCap": ("8", "1"),  # ibsim's default; a Quantum switch's port 0: 1
+        "Revision": ("0x000000a1", "0x000000a0"),  # Quantum's revision
+    }
+    ndr = rate == "ndr"
+    # LinkWidthSupported: ibsim enables 1X|4X and claims every width; fabriclab a real
+    # port's (2X from NDR on: CapabilityMask2 IsLinkWidth2xSupported, devices.py)
+    widths = {
+        "LinkWidthSupported": (
+            "1X or 4X or 8X or 12X or 2X",
+            "1X or 4X or 2X" if ndr else "1X or 4X",
+        ),
+        **({"LinkWidthEnabled": ("1X or 4X", "1X or 4X or 2X")} if ndr else {}),
+    }
+    # what every port of both differs in: ibsim's MTU cap is 2048 (its template), a real
+    # HDR/NDR port's 4096; RespTimeVal and the error thresholds stay at ibsim's template
+    # 0 (do_portinfo does not keep them), fabriclab keeps what OpenSM sets (8, 8:
+    # opensm's local_phy_errors_threshold/overrun_errors_threshold) and a ConnectX's 16
+    port_common = {
+        **widths,
+        "NeighborMTU": ("2048", "4096"),
+        "MtuCap": ("2048", "4096"),
+        "RespTimeVal": ("0", "16"),
+        "LocalPhysErr": ("0", "8"),
+        "OverrunErr": ("0", "8"),
+    }
+    ca_portinfo = {
+        # ibsim's CA capability mask (0.12 dropped IsVendorClassSupported); a real
+        # ConnectX-6 / ConnectX-7 (ibstat on real hardware, devices.py)
+        "CapMask": ("0x40c048" if v12 else "0x50c048", "0xa751e848" if ndr else "0x2651e848"),
+        # ibsim's template value (do_portinfo does not keep the lease); OpenSM's 0
+        "MkeyLeasePeriod": ("4089", "0"),
+        "HoqLife": ("0", "31"),  # a ConnectX reports 31 (infinite); ibsim 0
+        "GuidCap": ("32", "8"),  # ibsim's default GUID table; ConnectX: 8
+        # OpenSM sets 18 (subnet_timeout); do_portinfo does not keep it: ibsim's 31
+        "SubnetTimeout": ("31", "18"),
+        **port_common,
+    }
+    if v12 and not ndr:
+        # ibsim 0.12 claims NDR on every port (CapabilityMask2 NDR bit, 106.25 Gbps
+        # supported); a ConnectX-6 / Quantum HDR port does not
+        ca_portinfo["CapabilityMask2"] = ("0x430", "0x30")
+    sw_portinfo = {
+        **port_common,
+        # OpenSM turns partition enforcement on where SwitchInfo says it is supported:
+        # a Quantum's does (below), ibsim's does not
+        "PartEnforceInb": ("0", "1"),
+        "PartEnforceOutb": ("0", "1"),
+    }
+    if v12 and not ndr:
+        hdr_ext = "14.0625 Gbps or 25.78125 Gbps or 53.125 Gbps"
+        for d in (ca_portinfo, sw_portinfo):
+            d["LinkSpeedExtSupported"] = (f"{hdr_ext} or 106.25 Gbps", hdr_ext)
+    switchinfo = {
+        # ibsim's defaults vs a Quantum's SwitchInfo (devices.py): multicast default
+        # ports 255 (none), partition enforcement and optional SL-to-VL mapping supported,
+        # no raw packet filtering
+        "DefMcastPrimPort": ("0", "255"),
+        "DefMcastNotPrimPort": ("0", "255"),
+        "StateChange": ("0", "1"),
+        "OptSLtoVLMapping": ("0", "1"),
+        "InboundPartEnf": ("0", "1"),
+        "OutboundPartEnf": ("0", "1"),
+        "FilterRawInbound": ("1", "0"),
+        "FilterRawOutbound": ("1", "0"),
+    }
+    if not v12:
+        switchinfo["LinearFdbCap"] = ("30720", "49152")  # ibsim 0.10's cap; 0.12 and Quantum: 49152
+    c, s = ca.lid, sw.lid
+
+    def pm_header(what: str, lid: int, sw_cap: bool) -> tuple[str, str]:
+        # the PMA ClassPortInfo CapabilityMask: ibsim's 0x1200 (0x1300 on a switch:
+        # AllPortSelect); a ConnectX's 0x5A00 / a Quantum's 0x5B00 (devices.py)
+        t, o = ("0x1300", "0x5B00") if sw_cap else ("0x1200", "0x5A00")
+        return (f" Lid {lid} port 1 (CapMask: {t}{what}", f" Lid {lid} port 1 (CapMask: {o}{what}")
+
+    want = {
+        f"smpquery nodeinfo {c}": ca_nodeinfo,
+        f"smpquery portinfo {c} 1": ca_portinfo,
+        f"smpquery nodeinfo {s}": sw_nodeinfo,
+        f"smpquery portinfo {s} 1": sw_portinfo,
+        f"smpquery switchinfo {s}": switchinfo,
+        # the counters after the resets and the same exchange: equal, all of them
+        f"perfquery {c} 1": {"# Port counters": pm_header(")", c, False)},
+        f"perfquery {s} 1": {"# Port counters": pm_header(")", s, True)},
+    }
+    for k, d in want.items():
+        assert _differences(*out[k]) == d, k
+    pc = _fields(out[f"perfquery {c} 1"][1])
+    assert int(pc["PortRcvPkts"]) > 0 and int(pc["PortXmitPkts"]) > 0  # the exchange counted
+
+    # perfquery -x: fabriclab's 64-bit counters equal the 32-bit ones both read; it counts
+    # every MAD as unicast, which ibsim does not model (sim_mad.c counts a MAD in
+    # ext_xmit/recv_data and _pkts only: its unicast counters stay 0)
+    xt, xo = _fields(fixed[f"perfquery -x {c} 1"][0]), _fields(fixed[f"perfquery -x {c} 1"][1])
+    for k in ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"):
+        assert xo[k] == pc[k], k
+    assert xo["PortUnicastXmitPkts"] == pc["PortXmitPkts"]
+    assert xo["PortUnicastRcvPkts"] == pc["PortRcvPkts"]
+    assert (xt["PortUnicastXmitPkts"], xt["PortUnicastRcvPkts"]) == ("0", "0")
+    # ibsim's extended reset never clears its 64-bit PortRcvPkts (sim_mad.c pc_ext_reset:
+    # the GS_PC_EXT_RECV_PKTS bit clears ext_xmit_pkts, again), so it stays ahead of its
+    # own 32-bit one; the other three agree with its 32-bit counters
+    assert int(xt["PortRcvPkts"]) > int(pc["PortRcvPkts"])
+    for k in ("PortXmitData", "PortRcvData", "PortXmitPkts"):
+        assert xt[k] == pc[k], k
+    # a ConnectX-7 advertises the additional extended counters (PMA CapabilityMask2
+    # bit 1, devices.py), so perfquery -x prints them too, all zero after the reset.
+    # But the last three (VL15Dropped, PortXmitWait, QP1Dropped: MAD bytes 224-247)
+    # never reach the tool: libumad2sim's receiver thread (umad2sim.c, 0.10 and 0.12)
+    # reads each answer into a buffer of sizeof(struct sim_request) = 288 bytes, of
+    # which umad2sim_read copies at most count - umad_size() = 288 - 64 = 224 MAD bytes,
+    # so the tool prints whatever that malloc'd buffer held there.  What fabriclab sent
+    # is read off the wire instead (``wire``, below): zero.
+    cut = ("VL15Dropped", "PortXmitWait", "QP1Dropped")
+    extra = {k: v for k, v in xo.items() if k not in xt}
+    if ndr:
+        assert "CapMask2: 0x0000002)" in fixed[f"perfquery -x {c} 1"][1]
+        where = {n: 64 + off // 8 for n, off, _ in PORT_COUNTERS_EXT.fields}
+        assert [where[k] for k in cut] == [224, 232, 240]
+        errors = {k: v for k, v in extra.items() if k not in cut}
+        assert len(errors) == 12 and set(errors.values()) == {"0", "0x00000000"}, extra
+        assert set(extra) == set(errors) | set(cut)  # printed, whatever they read
+        assert all(wire[k] == 0 for k in cut), wire
+    else:
+        assert extra == {}
 
 
 def test_32_tools_at_once(real_tools, tmp_path):
