@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster
 from . import events as ev_mod
-from . import journal, traffic_cmd
+from . import hostview, journal, traffic_cmd
 from .clock import VirtualClock
 from .faults import KINDS, FaultBook, check_options
 from .scenario import FAULT_VERBS, Scenario, Step
@@ -466,6 +466,9 @@ class LiveFabric:
             return {"now": self.advance(float(s))}
         if op == "clock":
             return {"now": self.clock.now(), "virtual": self.clock.virtual}
+        if op == "tray":
+            self.catch_up()
+            return hostview.tray_view(self.resolver.cluster, self.sim, req.get("host"))
         if op == "traffic":
             return self.traffic_request(
                 str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})
