@@ -1,17 +1,19 @@
-"""The real node_exporter on a tray's live /sys/class/infiniband
+"""The real node_exporter and Prometheus on trays' live /sys/class/infiniband
 ('fabriclab sysfs'): a GB200 tray's devices and rates, a link taken down, traffic of a
-known size counted to the byte.
+known size counted to the byte, and Prometheus scraping two trays' exporters.
 
 The tests start everything themselves on free loopback ports (Debian's
-prometheus-node-exporter, installed by scripts/install-system-deps.sh).
+prometheus-node-exporter and prometheus, installed by scripts/install-system-deps.sh).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,7 @@ from fabriclab.ib.packets import HEADER_WORDS
 from fabriclab.sim.state import MAD_WORDS
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "prometheus-node-exporter"
+PROMETHEUS = shutil.which("prometheus") or "prometheus"
 T1, T2 = "gb-r01-t01", "gb-r01-t02"
 DEVICES = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
 # what node_exporter's infiniband collector exports per port from the counters/ set a
@@ -63,7 +66,7 @@ PORT_SERIES = {
 
 @pytest.fixture(scope="module")
 def exporters():
-    for tool in (NODE_EXPORTER,):
+    for tool in (NODE_EXPORTER, PROMETHEUS):
         if shutil.which(tool) is None:
             pytest.fail(f"missing {tool}: run scripts/install-system-deps.sh")
 
@@ -202,3 +205,65 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
                 30,
                 "LinkUp again",
             )
+
+
+def _query(base: str, q: str) -> list[dict]:
+    text = _get(f"{base}/api/v1/query?query={urllib.parse.quote(q)}")
+    if text is None:
+        return []
+    doc = json.loads(text)
+    return doc["data"]["result"] if doc.get("status") == "success" else []
+
+
+def test_prometheus_scrapes_two_trays(exporters, real_tools, tmp_path):
+    with fabric_up("gb200-su", tmp_path / "fab", sm=True, extra=["--trays", "2"]) as f:
+        with (
+            _tray_view(f, T1, tmp_path / "sys1", tmp_path) as u1,
+            _tray_view(f, T2, tmp_path / "sys2", tmp_path) as u2,
+        ):
+            targets = [u.split("/")[2] for u in (u1, u2)]
+            config = tmp_path / "prometheus.yml"
+            config.write_text(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n  - job_name: trays\n    static_configs:\n"
+                f"      - targets: {json.dumps(targets)}\n"
+            )
+            port = free_port()
+            argv = [PROMETHEUS, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}"]
+            argv += [f"--storage.tsdb.path={tmp_path / 'tsdb'}"]
+            with _proc(argv, tmp_path / "prometheus.log"):
+                base = f"http://127.0.0.1:{port}"
+                up = _wait(
+                    lambda: len(r := _query(base, "up == 1")) == 2 and r,
+                    90,
+                    "both trays scraped",
+                )
+                assert sorted(x["metric"]["instance"] for x in up) == sorted(targets)
+                rates = _wait(
+                    lambda: (
+                        len(r := _query(base, "node_infiniband_rate_bytes_per_second")) == 8 and r
+                    ),
+                    60,
+                    "the infiniband series of both trays",
+                )
+                assert {float(x["value"][1]) for x in rates} == {5e10}
+                assert {x["metric"]["device"] for x in rates} == set(DEVICES)
+                # wall-clock traffic at a set rate: Prometheus's rate() over the sender's
+                # data counter matches it (payload plus 24 header bytes per 4 KiB packet)
+                rate = 2e9
+                _ok(
+                    f, "traffic", "--name", f.name, "send", f"{T1}/mlx5_2", f"{T2}/mlx5_2",
+                    "--rate", "2GB/s",
+                )  # fmt: skip
+                wire = rate * (4096 + HEADER_WORDS * 4) / 4096
+                q = (
+                    "rate(node_infiniband_port_data_transmitted_bytes_total"
+                    f'{{instance="{targets[0]}",device="mlx5_2"}}[10s])'
+                )
+
+                def steady():
+                    r = _query(base, q)
+                    return r and abs(float(r[0]["value"][1]) / wire - 1) < 0.05 and r
+
+                got = _wait(steady, 60, "rate() within 5 % of the injected rate")
+                assert abs(float(got[0]["value"][1]) / wire - 1) < 0.05
