@@ -257,12 +257,13 @@ def keep_live(
     when the fabric has gone) every ``period`` seconds until the fabric goes (or once);
     how many times it was written."""
     tree = Tree(root)
-    tree.claim()
     rounds = 0
     while True:
         view = fetch()
         if view is None:
             return rounds
+        if not rounds:
+            tree.claim()  # after the first answer: a bad tray or fabric touches nothing
         tree.update(render(view))
         rounds += 1
         if once:
