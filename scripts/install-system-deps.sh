@@ -4,6 +4,10 @@
 #   infiniband-diags, opensm   - the real ibnetdiscover/ibstat/perfquery/... and subnet manager
 #   slurmctld, slurmd, slurm-client, munge
 #                              - a real Slurm (22.05 or 24.11) that loads fabriclab's topology.conf
+#   prometheus-node-exporter, prometheus
+#                              - the real node_exporter reading a tray's /sys/class/infiniband
+#                                ('fabriclab sysfs') and the Prometheus that scrapes it
+#                                (node_exporter 1.5 / 1.9, Prometheus 2.42 / 2.53)
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
 # plus any package named on the command line (scripts/debian13-root.sh asks for debootstrap).
 # The names are the same on Debian 12 (bookworm) and Debian 13 (trixie); none of the
@@ -12,7 +16,8 @@
 # Already-installed packages are skipped, so a second run does nothing.
 set -euo pipefail
 
-packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge "$@")
+packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge
+    prometheus-node-exporter prometheus "$@")
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi
@@ -42,5 +47,6 @@ if [ ! -e "$policy" ]; then
     $SUDO chmod 755 "$policy"
     trap '$SUDO rm -f "$policy"' EXIT
 fi
-# opensm's and Slurm's packages try to start their services; the tests start their own.
+# opensm's, Slurm's and Prometheus's packages try to start their services; the tests start
+# their own.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -625,6 +625,42 @@ def nvidia_smi_cmd(
 
 
 @app.command()
+def sysfs(
+    tray: str = typer.Argument(..., help="The tray (host name) whose HCAs to show."),
+    directory: Path = typer.Argument(
+        ..., metavar="DIR", help="The sys root to write (DIR/class/infiniband/...)."
+    ),
+    name: str = NameOpt,
+    period: float = typer.Option(
+        1.0, "--period", min=0.05, max=3600, help="Seconds between refreshes."
+    ),
+    once: bool = typer.Option(False, "--once", help="Write the tree once and stop."),
+) -> None:
+    """Write TRAY's /sys/class/infiniband under DIR from the running fabric and keep it
+    live until the fabric stops (node_exporter --path.sysfs=DIR reads it)."""
+    from .sim import admin
+    from .sim import sysfs as sysfs_mod
+    from .sim.records import NotRunning
+
+    first = True
+
+    def fetch():
+        nonlocal first
+        try:
+            view = admin.request(name, {"op": "tray", "host": tray}, timeout=60)
+        except (NotRunning, InputError):
+            if first:
+                raise
+            return None  # the fabric went away: the tree stays as it last was
+        first = False
+        return view
+
+    n = sysfs_mod.keep_live(fetch, directory, period, once=once)
+    if not once:
+        _say(f"fabric {name!r} stopped; {directory} left as last written ({n} refreshes)")
+
+
+@app.command()
 def shims(
     node: str = typer.Argument(..., help="The tray (or HOST:HCA, CA) the tools run as."),
     directory: Path = typer.Argument(..., help="Where to write the wrappers (a bin dir for PATH)."),

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FabriclabError, InputError, Problem
 from ..model.cluster import Cluster
 from . import events as ev_mod
-from . import journal, traffic_cmd, views
+from . import hostview, journal, traffic_cmd, views
 from .clock import VirtualClock
 from .faults import KINDS, FaultBook, check_options
 from .scenario import FAULT_VERBS, Scenario, Step
@@ -492,6 +492,9 @@ class LiveFabric:
         if op == "topology-inputs":
             where = req.get("from")
             return self.topology_inputs(str(where) if where else None)
+        if op == "tray":
+            self.catch_up()
+            return hostview.tray_view(self.resolver.cluster, self.sim, req.get("host"))
         if op == "traffic":
             return self.traffic_request(
                 str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})
