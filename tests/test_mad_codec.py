@@ -18,6 +18,7 @@ import random
 import re
 
 import pytest
+import versions
 from conftest import SPECS
 from fabric_server import fabric_up
 from helpers import run_tool, served
@@ -124,11 +125,18 @@ _SET_OF = {
         "LinkSpeedExtEnabled": _EXT_SPEEDS,
     }
 }
-# Fields of ours that Debian 12's libibmad does not print: the XDR speeds of IBA 1.7,
-# which rdma-core v44 predates.
-_NOT_PRINTED = {
-    "PortInfo": {"LinkSpeedExtActive2", "LinkSpeedExtSupported2", "LinkSpeedExtEnabled2"}
-}
+# The XDR speeds of IBA 1.7: rdma-core 56 (Debian 13) prints them ("No Extended Speed 2"
+# when none is active, "212.5 Gbps" for XDR: infiniband-diags 56.1 against an XDR fabric);
+# rdma-core 44 (Debian 12) predates them and prints none.
+_XDR = {"212.5 Gbps": 1}
+_ONE_OF["PortInfo"]["LinkSpeedExtActive2"] = {"No Extended Speed 2": 0, **_XDR}
+_SET_OF["PortInfo"]["LinkSpeedExtSupported2"] = _XDR
+_SET_OF["PortInfo"]["LinkSpeedExtEnabled2"] = _XDR
+_NOT_PRINTED = (
+    {"PortInfo": {"LinkSpeedExtActive2", "LinkSpeedExtSupported2", "LinkSpeedExtEnabled2"}}
+    if versions.rdma_core() < 56
+    else {}
+)
 # A field libibmad reads from another field's bits: fields.c gives PortCounters'
 # QP1Dropped as {160, 16} without BITSOFFS (rdma-core v44, and master still), which in
 # its bit order is bytes 22-23, VL15Dropped's; the specification (IBA Vol. 1, 16.1.3.5)
