@@ -91,15 +91,13 @@ def _table(out: str) -> list[int]:
     return [k for k in keys if k & 0x7FFF]
 
 
-def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
-    """partitions.conf with two tenants (worker1's HCAs, worker2's HCAs), the default
-    partition limited for everyone but switches and the SM's port: the real smpquery
-    and saquery show the tables OpenSM wrote on each tenant's CAs and on the switch
-    ports facing them; share_partition says yes inside a tenant, no across."""
+def _two_tenants():
+    """The lab cluster, its two tenants' HCAs (worker1's, worker2's) and a partitions.conf
+    giving each tenant a partition, the default one limited for everyone but switches and
+    the SM's port."""
     cluster = build(load_spec("lab"))
-    fabric = cluster.fabric
-    a = [fabric.find(f"sched-worker1 mlx5_{i}") for i in range(4)]
-    b = [fabric.find(f"sched-worker2 mlx5_{i}") for i in range(4)]
+    a = [cluster.fabric.find(f"sched-worker1 mlx5_{i}") for i in range(4)]
+    b = [cluster.fabric.find(f"sched-worker2 mlx5_{i}") for i in range(4)]
 
     def members(nodes):
         return ", ".join(f"0x{n.ports[1].guid:016x}=full" for n in nodes)
@@ -109,6 +107,16 @@ def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
         f"TenantA=0x0001 : {members(a)} ;\n"
         f"TenantB=0x0002 : {members(b)} ;\n"
     )
+    return cluster, a, b, conf
+
+
+def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
+    """partitions.conf with two tenants (worker1's HCAs, worker2's HCAs), the default
+    partition limited for everyone but switches and the SM's port: the real smpquery
+    and saquery show the tables OpenSM wrote on each tenant's CAs and on the switch
+    ports facing them; share_partition says yes inside a tenant, no across."""
+    cluster, a, b, conf = _two_tenants()
+    fabric = cluster.fabric
     leaf = fabric.find(LEAF)
     with served(cluster) as srv, opensm(srv.name, "sched-worker1", tmp_path / "sm", conf):
         log = (tmp_path / "sm" / "opensm.log").read_text()
@@ -159,19 +167,7 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
     ibqueryerrors show PortXmitConstraintErrors there, and the receiver gets nothing."""
     from fabric_server import fabric_up
 
-    cluster = build(load_spec("lab"))
-    fabric = cluster.fabric
-    a = [fabric.find(f"sched-worker1 mlx5_{i}") for i in range(4)]
-    b = [fabric.find(f"sched-worker2 mlx5_{i}") for i in range(4)]
-
-    def members(nodes):
-        return ", ".join(f"0x{n.ports[1].guid:016x}=full" for n in nodes)
-
-    conf = (
-        "Default=0x7fff : ALL=limited, ALL_SWITCHES=full, SELF=full ;\n"
-        f"TenantA=0x0001 : {members(a)} ;\n"
-        f"TenantB=0x0002 : {members(b)} ;\n"
-    )
+    _, a, b, conf = _two_tenants()
     with (
         fabric_up("lab", tmp_path / "up", extra=["--virtual-clock"]) as f,
         opensm(f.name, "sched-worker1", tmp_path / "sm", conf),
