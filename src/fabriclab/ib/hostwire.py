@@ -1,0 +1,56 @@
+"""fabriclab's host protocol: what its host library (``sim/hostlib``), preloaded into a
+libibumad program, says to the fabric server for the tray it runs on.
+
+The server listens on the abstract SOCK_SEQPACKET socket ``<name>:host``
+(:func:`fabriclab.ib.simwire.sockname`).  Every connection starts with one HELLO frame
+from the library and one REPLY frame from the server; the HELLO's ``kind`` says what the
+connection is:
+
+- ``UMAD``: one open ``/dev/infiniband/umad<index>`` of the tray.  After the REPLY
+  (``token``: the connection's id, which later REGISTER frames name) the connection
+  carries MADs both ways, each exactly as the kernel's umad device reads and writes
+  them: a 64-byte ``ib_user_mad`` header (:mod:`.umad`) and the MAD.  The library
+  writes the application's buffer with the agent's id in TransactionID bits 32-47 of a
+  request (the kernel's hi_tid); the server fills every header it delivers as the
+  kernel's receive path does (agent id, status, length, source QP and LID).  A message
+  longer than :data:`FRAME_MAX` (an RMPP table) travels as a first frame with
+  :data:`MORE` set in the header's status and ``length`` = the whole message's size,
+  followed by frames of raw bytes until ``length`` bytes have come.
+- ``ISSM``: ``/dev/infiniband/issm<index>`` held open: the port's PortInfo IsSM
+  capability is set while the connection lives.  REPLY ``err`` EBUSY: another holds it.
+- ``TREE``: where the tray's /sys tree is (REPLY ``text``: the directory holding
+  ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker.
+- ``REGISTER``: an agent of the UMAD connection ``token`` registered with a method mask,
+  so requests of its class, version (and OUI) and methods reach it; the HELLO is
+  followed by the ``ib_user_mad_reg_req2`` (:data:`.umad.REG_REQ2`, ``id`` = the agent).
+  REPLY ``err`` EINVAL: a method taken by another agent on that port (the kernel's rule).
+- ``UNREGISTER``: agent ``index`` of connection ``token`` gone.
+
+A REPLY's ``err`` is 0 or an errno; with an errno, ``text`` is a line for the user.
+Control fields are little-endian.
+"""
+
+from __future__ import annotations
+
+import struct
+
+MAGIC = 0x31484C46  # "FLH1"
+VERSION = 1
+KIND_UMAD, KIND_ISSM, KIND_TREE, KIND_REGISTER, KIND_UNREGISTER = 1, 2, 3, 4, 5
+KINDS = {
+    KIND_UMAD: "umad",
+    KIND_ISSM: "issm",
+    KIND_TREE: "tree",
+    KIND_REGISTER: "register",
+    KIND_UNREGISTER: "unregister",
+}
+TRAY_MAX = 64  # bytes of the tray's name (a host name: at most 63, RFC 1035 label ... )
+# struct fl_hello { u32 magic; u16 version, kind; u32 pid, index, token, reserved;
+#                   char tray[64]; }
+HELLO = struct.Struct("<IHHIIII64s")  # 88 bytes
+# struct fl_reply { u32 magic; i32 err; u32 token, value; } then text
+REPLY = struct.Struct("<IiII")  # 16 bytes
+TEXT_MAX = 4096 - REPLY.size
+FRAME_MAX = 65536  # bytes of one frame: a longer message is sent in pieces
+MORE = 0x80000000  # in a first frame's header status: pieces follow
+SOCKET_KIND = "host"  # the listening socket is <name>:host
