@@ -24,6 +24,7 @@ from . import admission, journal
 from .admin import AdminServer, admin_path
 from .clock import VirtualClock, WallClock
 from .events import events_path
+from .hostlink import HostLink, trees_dir
 from .live import LiveFabric
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
 from .records import running as running_records
@@ -186,6 +187,9 @@ def _serve(
             ]
         ) from None
     live, admin = _go_live(req, cluster, srv)
+    link = None
+    if addr is None:  # the host library is for tools on this machine
+        link = _host_link(cluster, srv, name)
     inst = Instance(
         name,
         os.getpid(),
@@ -225,6 +229,8 @@ def _serve(
             except subprocess.TimeoutExpired:
                 sm_proc.kill()
         admin.close()
+        if link is not None:
+            link.close()
         live.close()
         srv.close()
         inst.path.unlink(missing_ok=True)
@@ -274,6 +280,20 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     admin.bind()
     srv.transport.on_wake = live.wake
     return live, admin
+
+
+def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
+    """The host library's socket on ``srv`` (``<name>:host``), served in its loop."""
+    link = HostLink(
+        srv.transport, srv.sim, cluster, trees_dir(state_dir(), name), srv.traps.set_issm
+    )
+    try:
+        link.bind()
+    except OSError as e:
+        raise InputError(
+            [Problem(f"{name}:host", f"cannot serve the host library: {e.strerror}")]
+        ) from None
+    return link
 
 
 def parse_listen(text: str | None) -> tuple[str, int] | None:
