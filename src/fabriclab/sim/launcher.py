@@ -29,7 +29,7 @@ from .live import LiveFabric
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
 from .records import running as running_records
 from .server import FabricServer
-from .tools import Loader, Say, python_argv, sim_host, tool_env
+from .tools import Loader, Say, attach_env, python_argv
 from .traffic import TrafficEngine
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
@@ -48,6 +48,7 @@ class UpRequest:
     max_clients: int = admission.DEFAULT_MAX_CLIENTS
     sm: bool = False
     sm_at: str | None = None
+    sm_via: str = "auto"  # how OpenSM attaches (tools.WAYS)
     verbose: int = 0
     detach: bool = False
     cold: bool = False  # ports power on with no LID until an SM assigns one
@@ -68,6 +69,7 @@ class UpRequest:
             ["--trays", str(self.trays)] if self.trays else []
         )
         argv += (["--sm"] if self.sm else []) + (["--sm-at", self.sm_at] if self.sm_at else [])
+        argv += ["--sm-via", self.sm_via]
         argv += (["--allow", self.allow] if self.allow else []) + [
             "--max-clients",
             str(self.max_clients),
@@ -202,7 +204,9 @@ def _serve(
     inst.note_server(os.getpid())
     sm_proc = None
     if req.with_sm:
-        sm_proc = start_sm(inst, cluster, req.sm_at or cluster.trays[0].host, state_dir())
+        sm_proc = start_sm(
+            inst, cluster, req.sm_at or cluster.trays[0].host, state_dir(), req.sm_via
+        )
         inst.note_sm(sm_proc.pid)
         said: list[bool] = []
 
@@ -373,14 +377,17 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     )
 
 
-def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> subprocess.Popen:
-    """Start the real OpenSM attached at ``where``, logging under ``log_dir``."""
+def start_sm(
+    inst: Instance, cluster: Cluster, where: str, log_dir: Path, via: str = "auto"
+) -> subprocess.Popen:
+    """Start the real OpenSM attached at ``where`` (``via`` the host library or umad2sim:
+    :func:`.tools.attach_env`), logging under ``log_dir``."""
     opensm = shutil.which("opensm") or "/usr/sbin/opensm"
     if not os.path.exists(opensm):
         raise InputError(
             [Problem("--sm", "opensm not found (scripts/install-system-deps.sh installs it)")]
         )
-    env = tool_env(inst, sim_host(cluster, where))
+    _way, env = attach_env(inst, cluster, where, via)
     cache = log_dir / f"{inst.name}.opensm"
     if cache.is_symlink():
         cache.unlink()
