@@ -44,8 +44,16 @@ _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs i
 _CRED = struct.Struct("iII")  # struct ucred (unix(7))
 _TID = struct.Struct(">Q")
 _TID_AT = 8  # TransactionID in a MAD (13.4.2)
-_SIM = simwire.REQUEST  # dlid, slid, dqp, sqp, status, length, mad
-_SIM_HEAD = struct.Struct(">H2xH2xIII")  # dlid, slid, dqp, sqp, status
+# A sim_request before its MAD: dlid, slid, dqp, sqp, status, length (simwire.REQUEST),
+# with the LID and QP as the network-order bytes both headers carry.
+_SIM_PREFIX = struct.Struct(">2s2xH2x4sII4xQ")
+# The ib_user_mad header (umad.HDR) fields a write is sent with: timeout_ms and retries
+# (host order), the destination QP and LID (network-order bytes) ...
+_IN_HEAD = struct.Struct("=8xII4x4s4x2s")
+# ... and those a read is given: id, status, timeout_ms, retries, length, then the
+# source QP and LID (the rest of the 64 bytes stay zero)
+_OUT_HEAD = struct.Struct("=IIIII4s4x2s")
+_SIM_ADDR = struct.Struct(">4x2s6x4sI")  # a sim_request's slid, sqp (network order), status
 _MAD_AT = simwire.REQUEST_MAD
 _SMI_CLASSES = (0x01, 0x81)
 
@@ -113,34 +121,27 @@ class UmadSocket(socket.socket):
 
     def _take(self, buf, msg) -> int:
         """The message ``msg`` (header and MAD) as a sim_request in ``buf``."""
-        mad = msg[umad.HDR_SIZE :]
-        n = len(mad)
-        hdr = umad.HDR.unpack_from(msg)
-        first = bytes(mad[:MAD_SIZE]).ljust(MAD_SIZE, b"\0")
-        sqp = 0 if mad[1] in _SMI_CLASSES else 1
-        _SIM.pack_into(
-            buf,
-            0,
-            int.from_bytes(hdr[7], "big"),
-            0,
-            int.from_bytes(hdr[5], "big"),
-            sqp,
-            0,
-            MAD_SIZE,
-            first,
-        )
+        timeout_ms, retries, qpn, lid = _IN_HEAD.unpack_from(msg)
+        n = len(msg) - umad.HDR_SIZE
+        mclass = msg[umad.HDR_SIZE + 1]
+        _SIM_PREFIX.pack_into(buf, 0, lid, 0, qpn, 0 if mclass in _SMI_CLASSES else 1, 0, MAD_SIZE)
+        if n >= MAD_SIZE:
+            buf[_MAD_AT : _MAD_AT + MAD_SIZE] = msg[umad.HDR_SIZE : umad.HDR_SIZE + MAD_SIZE]
+        else:  # the kernel sends a short MAD padded to its 256 bytes
+            buf[_MAD_AT : _MAD_AT + n] = msg[umad.HDR_SIZE :]
+            buf[_MAD_AT + n : _MAD_AT + MAD_SIZE] = bytes(MAD_SIZE - n)
         piece = self.link.piece
         piece.client = self.client
         piece.length = n
-        piece.tail = bytes(mad[MAD_SIZE:]) if n > MAD_SIZE else b""
-        piece.timeout_ms, piece.retries = hdr[2], hdr[3]
+        piece.tail = bytes(msg[umad.HDR_SIZE + MAD_SIZE :]) if n > MAD_SIZE else b""
+        piece.timeout_ms, piece.retries = timeout_ms, retries
         return simwire.REQUEST_SIZE
 
     # --- to the tool ------------------------------------------------------------------
 
     def send(self, data, flags=0) -> int:
         link = self.link
-        _dlid, slid, _dqp, sqp, status = _SIM_HEAD.unpack_from(data)
+        slid, sqp, status = _SIM_ADDR.unpack_from(data)
         mad = memoryview(data)[_MAD_AT : _MAD_AT + MAD_SIZE]
         piece = link.piece
         ours = isinstance(data, memoryview) and data.obj is link.transport.buf
@@ -166,27 +167,7 @@ class UmadSocket(socket.socket):
         )
         total = umad.HDR_SIZE + (length if rmpp else MAD_SIZE)
         out = self.out
-        umad.HDR.pack_into(
-            out,
-            0,
-            agent,
-            0,
-            0,
-            0,
-            total,
-            sqp.to_bytes(4, "big"),
-            b"\0\0\0\0",
-            slid.to_bytes(2, "big"),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            b"",
-            b"\0\0\0\0",
-            0,
-        )
+        _OUT_HEAD.pack_into(out, 0, agent, 0, 0, 0, total, sqp, slid)
         out[umad.HDR_SIZE :] = mad
         if not tail and not rmpp:
             return socket.socket.send(self, out)
