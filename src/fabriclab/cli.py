@@ -451,6 +451,13 @@ NameOpt = typer.Option(
     "-n",
     help="The fabric's name: the IBSIM_SOCKNAME tools use to reach it (ibsim's default is 'sim').",
 )
+ViaOpt = typer.Option(
+    "auto",
+    "--via",
+    help="How the tool attaches: hostlib (fabriclab's host library: a tray's HCAs), "
+    "umad2sim (Debian's libumad2sim: any port, remote fabrics), auto (hostlib on a tray "
+    "of a local fabric).",
+)
 
 
 @app.command()
@@ -493,6 +500,9 @@ def up(
         "--sm-at",
         help="Where OpenSM runs (a tray, HOST:HCA, CA or switch); default: the first tray.",
     ),
+    sm_via: str = typer.Option(
+        "auto", "--sm-via", help="How OpenSM attaches (as 'exec --via'; auto: hostlib on a tray)."
+    ),
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
     ),
@@ -529,6 +539,7 @@ def up(
             max_clients=max_clients,
             sm=sm,
             sm_at=sm_at,
+            sm_via=sm_via,
             verbose=verbose,
             detach=detach,
             cold=cold,
@@ -587,8 +598,16 @@ def exec_(
     ),
     command: list[str] = typer.Argument(..., help="The tool and its arguments (after --)."),
     name: str = NameOpt,
+    via: str = ViaOpt,
+    mount: bool = typer.Option(
+        False,
+        "--mount",
+        help="Run it in a private mount namespace with the tray's live tree at "
+        "/sys/class/infiniband (root; for programs that read sysfs without libc).",
+    ),
 ) -> None:
-    """Run a real tool as if on NODE, e.g. 'fabriclab exec sched-worker1 -- ibnetdiscover'."""
+    """Run a real tool as if on NODE, e.g. 'fabriclab exec sched-worker1 -- ibstat'.  On
+    a tray the tool sees its HCAs (mlx5_0 ...) through fabriclab's host library."""
     from .sim import tools
 
     if command and command[0] == "--":
@@ -598,7 +617,9 @@ def exec_(
     if command[0] == "nvidia-smi":  # the tray's GPUs: answered by the running fabric
         _nvidia_smi_live(name, node, command[1:])
         return
-    tools.exec_tool(name, node, command, load=_cluster, say=_say)
+    if mount:
+        raise typer.Exit(tools.exec_mounted(name, node, command, load=_cluster))
+    tools.exec_tool(name, node, command, load=_cluster, say=_say, via=via)
 
 
 def _nvidia_smi_live(name: str, tray: str, args: list[str]) -> None:
@@ -665,12 +686,13 @@ def shims(
     node: str = typer.Argument(..., help="The tray (or HOST:HCA, CA) the tools run as."),
     directory: Path = typer.Argument(..., help="Where to write the wrappers (a bin dir for PATH)."),
     name: str = NameOpt,
+    via: str = ViaOpt,
 ) -> None:
     """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
     sudo) so software that shells out on a tray finds them on PATH."""
     from .sim import tools
 
-    written = tools.shims(name, node, directory, load=_cluster)
+    written = tools.shims(name, node, directory, load=_cluster, via=via)
     _say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
 
 

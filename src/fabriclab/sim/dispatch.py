@@ -4,7 +4,9 @@ from the port the client is attached at, and answered or delivered.
 - it reaches an SMA or PMA attribute a node implements: the node answers;
 - otherwise it is delivered to a client attached at the port it reached: a response
   to the client whose request it answers (client id in TransactionID bits 48-63, as
-  ibsim does), a request on QP0/QP1 to the port's subnet manager (SMInfo, SA);
+  ibsim does); a request to the agent registered for it there through the host library
+  (:mod:`.agents`, as the kernel chooses), else, on QP0/QP1, to the port's ibsim
+  subnet manager (SMInfo, SA);
 - nothing there: a Get/Set is answered "unsupported method/attribute" (what the
   kernel's MAD layer does for a class nobody registered); anything else, or a MAD that
   cannot be routed, comes back to the sender as a timeout (status 110).
@@ -23,7 +25,8 @@ from collections.abc import Callable
 from ..ib.ids import PERMISSIVE_LID
 from ..ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method, MgmtClass
 from ..ib.mad.view import requester
-from ..ib.simwire import REQUEST_SIZE, SIM_STATUS_TIMEOUT, RequestView
+from ..ib.simwire import REQUEST_MAD, REQUEST_SIZE, SIM_STATUS_TIMEOUT, RequestView
+from .agents import OUI_AT, VENDOR_RANGE2, receiver
 from .pma import Pma
 from .router import Router, dr_in, retrace
 from .sma import Sma
@@ -216,10 +219,21 @@ class Dispatch:
         """A request no node agent implements: the subnet manager at ``dest`` gets QP0 and
         QP1 requests (SMInfo, SA queries); a client listening on another QP gets those."""
         clients = self.clients.values()
-        if dqp <= 1:
+        at = REQUEST_MAD
+        oui = (
+            int.from_bytes(self.buf[at + OUI_AT : at + OUI_AT + 3])
+            if mclass in VENDOR_RANGE2
+            else 0
+        )
+        found = receiver(clients, dest, mclass, self.buf[at + 2], method, oui)
+        if found is not None:
+            target: Client | None = found[0]
+        elif dqp <= 1:
             target = next((c for c in clients if c.issm and c.port is dest), None)
         else:
-            target = next((c for c in clients if c.qp == dqp and c.port is dest), None)
+            target = next(
+                (c for c in clients if c.qp == dqp and c.port is dest and c.agents is None), None
+            )
         if target is not None:
             self.stats.forwarded += 1
             self._send(target, self.whole)

@@ -24,11 +24,12 @@ from . import admission, journal
 from .admin import AdminServer, admin_path
 from .clock import VirtualClock, WallClock
 from .events import events_path
+from .hostlink import HostLink, trees_dir
 from .live import LiveFabric
 from .records import Instance, NotRunning, check_name, open_state_file, signal_recorded, state_dir
 from .records import running as running_records
 from .server import FabricServer
-from .tools import Loader, Say, python_argv, sim_host, tool_env
+from .tools import Loader, Say, attach_env, python_argv
 from .traffic import TrafficEngine
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
@@ -47,6 +48,7 @@ class UpRequest:
     max_clients: int = admission.DEFAULT_MAX_CLIENTS
     sm: bool = False
     sm_at: str | None = None
+    sm_via: str = "auto"  # how OpenSM attaches (tools.WAYS)
     verbose: int = 0
     detach: bool = False
     cold: bool = False  # ports power on with no LID until an SM assigns one
@@ -67,6 +69,7 @@ class UpRequest:
             ["--trays", str(self.trays)] if self.trays else []
         )
         argv += (["--sm"] if self.sm else []) + (["--sm-at", self.sm_at] if self.sm_at else [])
+        argv += ["--sm-via", self.sm_via]
         argv += (["--allow", self.allow] if self.allow else []) + [
             "--max-clients",
             str(self.max_clients),
@@ -186,6 +189,9 @@ def _serve(
             ]
         ) from None
     live, admin = _go_live(req, cluster, srv)
+    link = None
+    if addr is None:  # the host library is for tools on this machine
+        link = _host_link(cluster, srv, name)
     inst = Instance(
         name,
         os.getpid(),
@@ -198,7 +204,9 @@ def _serve(
     inst.note_server(os.getpid())
     sm_proc = None
     if req.with_sm:
-        sm_proc = start_sm(inst, cluster, req.sm_at or cluster.trays[0].host, state_dir())
+        sm_proc = start_sm(
+            inst, cluster, req.sm_at or cluster.trays[0].host, state_dir(), req.sm_via
+        )
         inst.note_sm(sm_proc.pid)
         said: list[bool] = []
 
@@ -225,6 +233,8 @@ def _serve(
             except subprocess.TimeoutExpired:
                 sm_proc.kill()
         admin.close()
+        if link is not None:
+            link.close()
         live.close()
         srv.close()
         inst.path.unlink(missing_ok=True)
@@ -274,6 +284,20 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     admin.bind()
     srv.transport.on_wake = live.wake
     return live, admin
+
+
+def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
+    """The host library's socket on ``srv`` (``<name>:host``), served in its loop."""
+    link = HostLink(
+        srv.transport, srv.sim, cluster, trees_dir(state_dir(), name), srv.traps.set_issm
+    )
+    try:
+        link.bind()
+    except OSError as e:
+        raise InputError(
+            [Problem(f"{name}:host", f"cannot serve the host library: {e.strerror}")]
+        ) from None
+    return link
 
 
 def parse_listen(text: str | None) -> tuple[str, int] | None:
@@ -353,14 +377,17 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     )
 
 
-def start_sm(inst: Instance, cluster: Cluster, where: str, log_dir: Path) -> subprocess.Popen:
-    """Start the real OpenSM attached at ``where``, logging under ``log_dir``."""
+def start_sm(
+    inst: Instance, cluster: Cluster, where: str, log_dir: Path, via: str = "auto"
+) -> subprocess.Popen:
+    """Start the real OpenSM attached at ``where`` (``via`` the host library or umad2sim:
+    :func:`.tools.attach_env`), logging under ``log_dir``."""
     opensm = shutil.which("opensm") or "/usr/sbin/opensm"
     if not os.path.exists(opensm):
         raise InputError(
             [Problem("--sm", "opensm not found (scripts/install-system-deps.sh installs it)")]
         )
-    env = tool_env(inst, sim_host(cluster, where))
+    _way, env = attach_env(inst, cluster, where, via)
     cache = log_dir / f"{inst.name}.opensm"
     if cache.is_symlink():
         cache.unlink()

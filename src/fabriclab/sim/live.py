@@ -11,6 +11,7 @@ when :meth:`LiveFabric.advance` is called, which makes every counter and event e
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -492,6 +493,8 @@ class LiveFabric:
         if op == "topology-inputs":
             where = req.get("from")
             return self.topology_inputs(str(where) if where else None)
+        if op == "stats":  # what the server counted: MADs, answers, forwards, ...
+            return dataclasses.asdict(self.server.stats)
         if op == "tray":
             self.catch_up()
             return hostview.tray_view(self.resolver.cluster, self.sim, req.get("host"))

@@ -66,6 +66,9 @@ class Client:
     pid: int = 0  # local mode: its process, as the kernel named it to us
     inode: int = 0  # remote mode, a client on this host: its data socket's inode
     since: float = field(default_factory=time.time)
+    # attached through fabriclab's host library: its agents by id (:mod:`.agents`), the
+    # requests that reach it are chosen by them; None for an ibsim client
+    agents: dict | None = None
 
 
 @dataclass

@@ -9,8 +9,15 @@ from __future__ import annotations
 from ..ib import simwire
 from ..ib.caps import CAP_IS_CAP_MASK_NOTICE, CAP_IS_NOTICE, CAP_IS_SM, CAP_IS_TRAP
 from ..ib.enums import NodeType
-from ..ib.mad.consts import TRAP_BAD_PKEY, TRAP_CAPABILITY_MASK_CHANGE, TRAP_LINK_STATE_CHANGE
+from ..ib.mad.consts import (
+    TRAP_BAD_PKEY,
+    TRAP_CAPABILITY_MASK_CHANGE,
+    TRAP_LINK_STATE_CHANGE,
+    Method,
+    MgmtClass,
+)
 from ..ib.mad.view import trap
+from .agents import receiver
 from .router import Router
 from .state import SimPort
 from .transport import Client, Stats, Transport
@@ -36,7 +43,9 @@ class Traps:
         dest = self.router.lid_route(src, src.smlid, True)[0]
         if dest is None:
             return
-        sm = next((c for c in self.transport.clients.values() if c.issm and c.port is dest), None)
+        clients = self.transport.clients.values()
+        found = receiver(clients, dest, int(MgmtClass.SMI), 1, int(Method.TRAP), 0)
+        sm = found[0] if found else next((c for c in clients if c.issm and c.port is dest), None)
         if sm is None:
             return
         node = src.node

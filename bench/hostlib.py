@@ -1,0 +1,148 @@
+"""fabriclab's host library against Debian's libumad2sim, on the same server and
+fabric, in one run.
+
+The 2,048-HCA fabric of bench/server.py (512 trays x 4 HCAs, 64 leaves, 32 spines) is
+served by ``fabriclab up``.  Each round starts a fresh server once per way in, the two
+ways alternating, and on it runs, from the first tray:
+
+- the real OpenSM (``opensm -o``: configure once, exit) from start to SUBNET UP;
+- then the real ``ibnetdiscover``, a full discovery, several times.
+
+Figures are medians; the ratio is hostlib / umad2sim (below 1.0: the library is
+faster).  Where a discovery's time goes is read per MAD: the server's CPU (from /proc,
+with the MADs it counted), the tool's own CPU (user and system, from its rusage), and
+the rest (waiting: scheduling and the hand-offs between the processes).
+
+    python bench/hostlib.py [--rounds 3] [--discoveries 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server import BENCH_SPEC, Fabriclab
+
+from fabriclab.model.build import build
+from fabriclab.sim import admin, records, tools
+from fabriclab.spec.load import load_spec
+
+WAYS = ("umad2sim", "hostlib")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _env(way: str, name: str, tray: str, work: Path) -> dict:
+    os.environ["FABRICLAB_STATE_DIR"] = str(work)
+    inst = records.Instance.load(name)
+    if way == "hostlib":
+        env = tools.host_env(inst, tray)
+    else:
+        env = tools.tool_env(inst, tray)
+    env.update(OSM_CACHE_DIR=str(work), OSM_TMP_DIR=str(work))
+    return env
+
+
+def _run(argv: list[str], env: dict, cwd: Path, timeout: float = 900) -> tuple[float, float]:
+    """Wall seconds and the tool's CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout
+    )
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return dt, cpu
+
+
+def _mads(name: str) -> int:
+    return int(admin.request(name, {"op": "stats"})["mads"])
+
+
+def compare(rounds: int, discoveries: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="fl-hlbench-"))
+    spec_file = work / "bench-2k.yaml"
+    spec_file.write_text(yaml.safe_dump(BENCH_SPEC))
+    cluster = build(load_spec(str(spec_file)))
+    fabric = cluster.fabric
+    tray = cluster.trays[0].host
+    print(
+        f"fabric: {len(cluster.trays)} trays, {len(fabric.cas())} HCAs, "
+        f"{len(fabric.switches())} switches, {fabric.link_count()} links; tools on {tray}"
+    )
+    sm: dict[str, list[float]] = {w: [] for w in WAYS}
+    disc: dict[str, list[float]] = {w: [] for w in WAYS}
+    per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
+    server = Fabriclab(str(spec_file), work)
+    for r in range(rounds):
+        for i, way in enumerate(WAYS if r % 2 == 0 else WAYS[::-1]):
+            name = f"flhl{os.getpid()}x{i}x{r}"
+            server.start(name)
+            try:
+                deadline = time.monotonic() + 60
+                while not (work / f"{name}.json").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                env = _env(way, name, tray, work)
+                smdir = work / f"sm-{name}"
+                smdir.mkdir()
+                env.update(OSM_CACHE_DIR=str(smdir), OSM_TMP_DIR=str(smdir))
+                dt, _ = _run(["opensm", "-o", "-e", "-f", str(smdir / "opensm.log")], env, smdir)
+                if "SUBNET UP" not in (smdir / "opensm.log").read_text(errors="replace"):
+                    raise SystemExit(f"OpenSM did not report SUBNET UP through {way}")
+                sm[way].append(dt)
+                for _ in range(discoveries):
+                    m0, c0 = _mads(name), _cpu(server.proc.pid)
+                    dt, tool_cpu = _run(["ibnetdiscover"], env, work)
+                    m1, c1 = _mads(name), _cpu(server.proc.pid)
+                    n = max(1, m1 - m0 - 1)  # less the stats request's own count (none)
+                    disc[way].append(dt)
+                    per_mad[way].append((dt / n, (c1 - c0) / n, tool_cpu / n))
+            finally:
+                server.stop()
+    for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
+        a, b = statistics.median(data["umad2sim"]), statistics.median(data["hostlib"])
+        print(
+            f"{what:28s} umad2sim {a:6.2f} s   hostlib {b:6.2f} s   ratio {b / a:4.2f} "
+            f"(goal <= 1.0)   [{len(data['hostlib'])} runs each, median]"
+        )
+    for way in WAYS:
+        wall = statistics.median(x[0] for x in per_mad[way]) * 1e6
+        srv = statistics.median(x[1] for x in per_mad[way]) * 1e6
+        tool = statistics.median(x[2] for x in per_mad[way]) * 1e6
+        print(
+            f"per MAD of a discovery, {way:8s}: {wall:6.1f} us wall = server CPU {srv:5.1f} us"
+            f" + tool CPU {tool:5.1f} us + waiting {max(0.0, wall - srv - tool):5.1f} us"
+        )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--discoveries", type=int, default=3)
+    a = ap.parse_args()
+    compare(a.rounds, a.discoveries)
+
+
+if __name__ == "__main__":
+    main()
