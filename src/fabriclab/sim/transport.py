@@ -425,6 +425,8 @@ class Transport:
             self._warn("socket table errors", "reading the socket table failed: %s", e)
             return
         for cl in list(self.clients.values()):
+            if cl.agents is not None:
+                continue  # the host library's: its connection closing says it is gone
             if not procfs.abstract_bound(simwire.sockname(self.name, f"in{cl.key}"), bound):
                 self.detach(cl, f"its socket {self.name}:in{cl.key} is gone")
 
