@@ -10,6 +10,7 @@ import errno
 import itertools
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import debian13
 import pytest
 from helpers import served
 
@@ -460,3 +462,41 @@ def test_issm_is_held_by_one_opener(stub, tmp_path):
     )
     r = run([sys.executable, "-c", prog], stub.env(), tmp_path)
     assert (r.returncode, r.stdout.strip()) == (0, "EAGAIN"), r.stderr
+
+
+def test_rdma_core_56_tools_through_the_library(tree, tmp_path):
+    """Debian 13's libibumad 56 (which opens two umad files per tool, and reads every CA
+    several times) through the same library: in the Debian 13 root on an older system,
+    the system's own tools on Debian 13."""
+    if debian13.needed():
+        host, inside = debian13.scratch("hostlib")
+        shutil.copytree(tree, host / "sys")
+        shutil.copy(library_path(), host / "lib.so")
+        stub = Stub(Path(inside) / "sys", answer_smp)
+        env = {**stub.env(), "LD_PRELOAD": f"{inside}/lib.so"}
+        env = {k: env[k] for k in ("LD_PRELOAD", "FABRICLAB_SOCKNAME", "FABRICLAB_TRAY")}
+
+        def tool(*argv: str) -> subprocess.CompletedProcess:
+            return debian13.run(argv, env=env, cwd=inside, timeout=60)
+
+        workdir = host
+    else:
+        stub = Stub(tree, answer_smp)
+
+        def tool(*argv: str) -> subprocess.CompletedProcess:
+            return run(list(argv), stub.env(), tmp_path)
+
+        workdir = tmp_path
+    try:
+        before = sorted(os.listdir(workdir))
+        r = tool("ibstat", "-l")
+        assert (r.returncode, r.stdout) == (0, "mlx5_0\nmlx5_1\nmlx5_2\nmlx5_3\n"), r.stderr
+        r = tool("ibstat", "mlx5_3")
+        assert r.returncode == 0 and "\t\tRate: 400\n" in r.stdout, r.stderr
+        r = tool("smpquery", "-C", "mlx5_2", "-D", "nodeinfo", "0")
+        assert r.returncode == 0, r.stderr
+        assert re.search(rf"^Guid:\.+0x{NODE_GUID:016x}$", r.stdout, re.M)
+        assert [c.index for c in stub.conns][-1] == 2
+        assert sorted(os.listdir(workdir)) == before
+    finally:
+        stub.close()
