@@ -369,7 +369,14 @@ srv = um.umad_register(fd, 0x32, 1, 0, mask)  # with methods: told to the server
 print("agents", sa, srv)
 print("short", err(libc.write(fd, buf, 99)))
 print("long", err(libc.write(fd, ctypes.create_string_buffer(64 + 257), 64 + 257)))
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 print("pkey", err(libc.ioctl(fd, 0x1B03, None)))
+# REGISTER_AGENT2: an unknown flag is EINVAL with the known ones written back
+req2 = bytearray(struct.pack("<IIBBHIQQIB3x", 0, 1, 0x32, 1, 0, 2, 0, 0, 0x001405, 0))
+arg = (ctypes.c_char * 40).from_buffer(req2)
+print("flags", err(libc.ioctl(fd, 0xC0281B04, ctypes.addressof(arg))), req2[12])
+struct.pack_into("<IQQ", req2, 12, 0, 1 << 0x01, 0)  # Get, no flags
+print("reg2", libc.ioctl(fd, 0xC0281B04, ctypes.addressof(arg)), req2[0])
 print("shortread", err(libc.read(fd, buf, 63)))
 print("empty", err(libc.read(fd, buf, 64 + 256)))
 # an SA GetTable whose answer is longer than a frame: ENOSPC, then the whole of it
@@ -415,6 +422,8 @@ def test_the_kernels_umad_semantics_and_a_message_longer_than_a_frame(tree, tmp_
     assert got["short"] == f"(-1, {errno.EINVAL})"  # < hdr + IB_MGMT_RMPP_HDR
     assert got["long"] == f"(-1, {errno.EINVAL})"  # agent 0's non-RMPP MAD > 256
     assert got["pkey"] == f"(-1, {errno.EINVAL})"  # after the first registration
+    assert got["flags"] == f"(-1, {errno.EINVAL}) 1"  # IB_USER_MAD_USER_RMPP
+    assert got["reg2"] == "0 2"  # the agent id written back
     assert got["shortread"] == f"(-1, {errno.EINVAL})"
     assert got["empty"] == f"(-1, {errno.EAGAIN})"  # libibumad opens O_NONBLOCK
     assert got["send"] == "0"
@@ -424,11 +433,20 @@ def test_the_kernels_umad_semantics_and_a_message_longer_than_a_frame(tree, tmp_
     assert got["hdrlen"] == str(umad.HDR_SIZE + 56 + TABLE)
     assert got["unreg"] == "0 -1"  # umad_unregister returns the ioctl's -1
     # the registration with methods went to the server, the one without did not
-    assert len(stub.registered) == 1
-    token, req = stub.registered[0]
-    aid, qpn, mclass, version, _res, flags, mask, oui, rmpp = umad.REG_REQ2.unpack_from(req)
-    assert (aid, qpn, mclass, version, flags, oui, rmpp) == (1, 1, 0x32, 1, 0, 0x001405, 0)
-    assert int.from_bytes(mask, "little") == 1 << 0x12
+    assert len(stub.registered) == 2
+    token = stub.registered[0][0]
+    for (_, req), want in zip(stub.registered, ((1, 1 << 0x12), (2, 1 << 0x01)), strict=True):
+        aid, qpn, mclass, version, _res, flags, mask, oui, rmpp = umad.REG_REQ2.unpack_from(req)
+        assert (aid, qpn, mclass, version, flags, oui, rmpp) == (
+            want[0],
+            1,
+            0x32,
+            1,
+            0,
+            0x001405,
+            0,
+        )
+        assert int.from_bytes(mask, "little") == want[1]
     assert stub.unregistered == [(token, 1)]
     # the request reached the server with hi_tid = agent 0, the low half the tool's
     assert tid_of(stub.conns[0].got[0]) == 0x0000_0000_0000_0042

@@ -473,43 +473,23 @@ PATH_CALL(ssize_t, readlinkat, (int dirfd, const char *path, char *out, size_t n
 
 /* glibc before 2.33 compiled stat() into calls of these (still exported for old
  * binaries); on x86-64 their struct is the kernel's, so they are stat() and friends. */
-int __xstat(int ver, const char *path, struct stat *st);
-int __lxstat(int ver, const char *path, struct stat *st);
-int __xstat64(int ver, const char *path, struct stat64 *st);
-int __lxstat64(int ver, const char *path, struct stat64 *st);
-int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int fl);
-int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int fl);
-
-int __xstat(int ver, const char *path, struct stat *st)
-{
-    (void)ver;
-    return fstatat(AT_FDCWD, path, st, 0);
-}
-int __lxstat(int ver, const char *path, struct stat *st)
-{
-    (void)ver;
-    return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
-}
-int __xstat64(int ver, const char *path, struct stat64 *st)
-{
-    (void)ver;
-    return fstatat64(AT_FDCWD, path, st, 0);
-}
-int __lxstat64(int ver, const char *path, struct stat64 *st)
-{
-    (void)ver;
-    return fstatat64(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
-}
-int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int fl)
-{
-    (void)ver;
-    return fstatat(dirfd, path, st, fl);
-}
-int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int fl)
-{
-    (void)ver;
-    return fstatat64(dirfd, path, st, fl);
-}
+#define XSTAT(name, call, ...)                                                   \
+    int name(int ver, __VA_ARGS__);                                            \
+    int name(int ver, __VA_ARGS__)                                             \
+    {                                                                          \
+        (void)ver;                                                             \
+        return call;                                                           \
+    }
+XSTAT(__xstat, fstatat(AT_FDCWD, path, st, 0), const char *path, struct stat *st)
+XSTAT(__lxstat, fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW), const char *path,
+      struct stat *st)
+XSTAT(__xstat64, fstatat64(AT_FDCWD, path, st, 0), const char *path, struct stat64 *st)
+XSTAT(__lxstat64, fstatat64(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW), const char *path,
+      struct stat64 *st)
+XSTAT(__fxstatat, fstatat(dirfd, path, st, fl), int dirfd, const char *path,
+      struct stat *st, int fl)
+XSTAT(__fxstatat64, fstatat64(dirfd, path, st, fl), int dirfd, const char *path,
+      struct stat64 *st, int fl)
 
 /* --- ioctl: agent registration (user_mad.c ib_umad_reg_agent[2], mad.c) ------------- */
 
@@ -584,34 +564,29 @@ static int umad_ioctl(struct ufd *u, unsigned long req, void *arg)
 {
     if (u->kind != FL_KIND_UMAD)
         return errno = ENOTTY, -1;
-    if (req == UMAD_REGISTER_AGENT) {
-        struct umad_reg_req old;
-        memcpy(&old, arg, sizeof old);
-        struct umad_reg_req2 r = {
-            .qpn = old.qpn,
-            .mgmt_class = old.mgmt_class,
-            .mgmt_class_version = old.mgmt_class_version,
-            .oui = (uint32_t)old.oui[0] << 16 | old.oui[1] << 8 | old.oui[2],
-            .rmpp_version = old.rmpp_version,
-        };
-        memcpy(r.method_mask, old.method_mask, sizeof r.method_mask);
-        int id = agent_register(u, &r);
-        if (id >= 0)
-            memcpy(arg, &id, sizeof(uint32_t));
-        return id < 0 ? -1 : 0;
-    }
-    if (req == UMAD_REGISTER_AGENT2) {
-        struct umad_reg_req2 r;
-        memcpy(&r, arg, sizeof r);
-        if (r.qpn != 0 && r.qpn != 1)
-            return errno = EINVAL, -1;
-        if (r.flags & ~(uint32_t)UMAD_USER_RMPP) { /* the flags it knows are written back */
-            uint32_t cap = UMAD_USER_RMPP;
-            memcpy((char *)arg + offsetof(struct umad_reg_req2, flags), &cap, sizeof cap);
-            return errno = EINVAL, -1;
+    if (req == UMAD_REGISTER_AGENT || req == UMAD_REGISTER_AGENT2) {
+        struct umad_reg_req2 r = {0};
+        if (req == UMAD_REGISTER_AGENT) { /* the old request, as REGISTER_AGENT2's */
+            struct umad_reg_req old;
+            memcpy(&old, arg, sizeof old);
+            r.qpn = old.qpn;
+            r.mgmt_class = old.mgmt_class;
+            r.mgmt_class_version = old.mgmt_class_version;
+            r.oui = (uint32_t)old.oui[0] << 16 | old.oui[1] << 8 | old.oui[2];
+            r.rmpp_version = old.rmpp_version;
+            memcpy(r.method_mask, old.method_mask, sizeof r.method_mask);
+        } else {
+            memcpy(&r, arg, sizeof r);
+            if (r.qpn != 0 && r.qpn != 1)
+                return errno = EINVAL, -1;
+            if (r.flags & ~(uint32_t)UMAD_USER_RMPP) { /* the flags it knows, written back */
+                uint32_t cap = UMAD_USER_RMPP;
+                memcpy((char *)arg + offsetof(struct umad_reg_req2, flags), &cap, sizeof cap);
+                return errno = EINVAL, -1;
+            }
+            if (r.oui & 0xFF000000u)
+                return errno = EINVAL, -1;
         }
-        if (r.oui & 0xFF000000u)
-            return errno = EINVAL, -1;
         int id = agent_register(u, &r);
         if (id >= 0)
             memcpy(arg, &id, sizeof(uint32_t));
