@@ -221,6 +221,7 @@ def send_message(s: socket.socket, msg: bytes) -> None:
     struct.pack_into("<I", first, umad.STATUS_AT, status)
     s.send(first)
     for at in range(hostwire.FRAME_MAX, len(msg), hostwire.FRAME_MAX):
+        time.sleep(0.05)  # the reader sees the first piece alone: it waits for the rest
         s.send(msg[at : at + hostwire.FRAME_MAX])
 
 
@@ -306,11 +307,14 @@ def test_real_ibstat_and_ibstatus_see_the_trays_four_devices(stub, tree, tmp_pat
     assert os.listdir(tmp_path) == []  # nothing written where the tools ran
 
 
-def test_without_the_socket_name_nothing_is_redirected(tree, tmp_path):
+def test_without_the_socket_name_nothing_is_redirected(stub, tmp_path):
     env = {**os.environ, "LD_PRELOAD": library_path(), "FABRICLAB_TRAY": TRAY}
     env.pop("FABRICLAB_SOCKNAME", None)
     r = run(["ibstat", "-l"], env, tmp_path)
     assert "mlx5_" not in r.stdout and "fabriclab" not in r.stderr
+    name = [sys.executable, "-c", "import socket; print(socket.gethostname())"]
+    assert run(name, env, tmp_path).stdout == f"{socket.gethostname()}\n"
+    assert run(name, stub.env(), tmp_path).stdout == f"{TRAY}\n"  # on the tray: its name
 
 
 def test_no_server_or_an_unknown_tray_is_one_line_and_the_tools_own_error(stub, tmp_path):

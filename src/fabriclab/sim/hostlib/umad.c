@@ -3,6 +3,7 @@
  *
  * - /sys/class/infiniband and /sys/class/infiniband_mad are the tray's tree, written by
  *   the fabric server (sim/sysfs.py) under a root it names once per process (TREE).
+ * - gethostname() is the tray's name.
  * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server carrying
  *   ib_user_mad frames, with the kernel's ioctl, read, write and poll semantics
  *   (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N> is a
@@ -200,6 +201,19 @@ static int hello(int kind, unsigned index, uint32_t *token, const void *extra, s
     NEXT(close)(s);
     errno = err;
     return -1;
+}
+
+/* The tray's host name, for a process on it (ibping -S answers a ping with it); the
+ * machine's when not served. */
+int gethostname(char *name, size_t len)
+{
+    if (!active() || !*tray_name)
+        return NEXT(gethostname)(name, len);
+    size_t n = strlen(tray_name) + 1;
+    if (n > len) /* glibc's gethostname: ENAMETOOLONG when it does not fit */
+        return errno = ENAMETOOLONG, -1;
+    memcpy(name, tray_name, n);
+    return 0;
 }
 
 /* --- /sys/class/infiniband: the tray's tree ---------------------------------------- */
@@ -781,8 +795,19 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
             break;
         }
         ssize_t n;
-        if (u->msg) { /* a long message's next piece */
+        if (u->msg) { /* a long message's next piece: the kernel hands out whole messages
+                       * only, so wait for it even under O_NONBLOCK (the server sends
+                       * the pieces back to back) */
             n = recv(fd, u->msg + u->msg_have, u->msg_len - u->msg_have, 0);
+            if (n < 0 && errno == EAGAIN) {
+                struct pollfd pf = {fd, POLLIN, 0};
+                int p = NEXT(poll)(&pf, 1, WAIT_MS);
+                if (p > 0 || (p < 0 && errno == EINTR))
+                    continue;
+                msg_drop(u);
+                errno = EIO;
+                break;
+            }
             if (n > 0 && (u->msg_have += (size_t)n) == u->msg_len)
                 __atomic_store_n(&u->ready, 1, __ATOMIC_RELEASE);
         } else {
