@@ -9,9 +9,9 @@ ways alternating, and on it runs, from the first tray:
 - then the real ``ibnetdiscover``, a full discovery, several times.
 
 Figures are medians; the ratio is hostlib / umad2sim (below 1.0: the library is
-faster).  Where a discovery's time goes is read per MAD: the server's CPU (from /proc,
-with the MADs it counted), the tool's own CPU (user and system, from its rusage), and
-the rest (waiting: scheduling and the hand-offs between the processes).
+faster).  Where a discovery's time goes is read per MAD: its wall time, the server's
+CPU (from /proc, with the MADs it counted) and the tool's own CPU (user and system, from
+its rusage, the library's work included).
 
     python bench/hostlib.py [--rounds 3] [--discoveries 3]
 """
@@ -130,8 +130,8 @@ def compare(rounds: int, discoveries: int) -> None:
         srv = statistics.median(x[1] for x in per_mad[way]) * 1e6
         tool = statistics.median(x[2] for x in per_mad[way]) * 1e6
         print(
-            f"per MAD of a discovery, {way:8s}: {wall:6.1f} us wall = server CPU {srv:5.1f} us"
-            f" + tool CPU {tool:5.1f} us + waiting {max(0.0, wall - srv - tool):5.1f} us"
+            f"per MAD of a discovery, {way:8s}: {wall:6.1f} us wall; CPU: server {srv:5.1f} us,"
+            f" tool {tool:5.1f} us (user + system; the two run side by side on two cores)"
         )
     shutil.rmtree(work, ignore_errors=True)
 

@@ -251,6 +251,42 @@ def test_a_missing_hca_and_a_server_gone_fail_clearly(real_tools, tmp_path):
         assert f"fabriclab: the fabric server '{f.name}' went away" in err
 
 
+def test_opensm_bound_to_a_named_hca_of_a_tray(real_tools, tmp_path):
+    """OpenSM through the library on sched-worker1, bound to its third HCA by port GUID:
+    SUBNET UP, and sminfo from the other tray finds the SM there."""
+    with fabric_up("lab", tmp_path / "lab") as f:
+        hca = f.cluster.tray("sched-worker1").hcas[2].ports[1]
+        log = tmp_path / "opensm.log"
+        env = {
+            **_env(f, "sched-worker1"),
+            "OSM_CACHE_DIR": str(tmp_path),
+            "OSM_TMP_DIR": str(tmp_path),
+        }
+        conf = tmp_path / "opensm.conf"
+        conf.write_text("force_log_flush TRUE\n")  # else SUBNET UP waits in its buffer
+        sm = subprocess.Popen(
+            ["opensm", "-F", str(conf), "-g", f"0x{hca.guid:016x}", "-e", "-f", str(log)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and sm.poll() is None:
+                if log.exists() and "SUBNET UP" in log.read_text(errors="replace"):
+                    break
+                time.sleep(0.2)
+            text = log.read_text(errors="replace") if log.exists() else ""
+            assert "SUBNET UP" in text, (sm.poll(), text[-3000:])
+            assert f"0x{hca.guid:016x}" in text  # the port it bound to
+            out = _run(f, "sched-worker2", "sminfo", "-C", "mlx5_0").stdout
+        finally:
+            sm.terminate()
+            sm.wait(10)
+        assert out.startswith(f"sminfo: sm lid {hca.lid} sm guid 0x{hca.guid:016x}"), out
+
+
 def test_an_xdr_tray_reads_800(real_tools, tmp_path):
     with fabric_up(str(SPECS / "xdr-lab.yaml"), tmp_path / "xdr") as f:
         tray = f.cluster.trays[0].host
