@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -285,6 +286,28 @@ def test_opensm_bound_to_a_named_hca_of_a_tray(real_tools, tmp_path):
             sm.terminate()
             sm.wait(10)
         assert out.startswith(f"sminfo: sm lid {hca.lid} sm guid 0x{hca.guid:016x}"), out
+
+
+def test_exec_mount_shows_the_tray_at_sys_class_infiniband(su):
+    """A program reading sysfs itself (here cat and ls, no preload) in 'exec --mount':
+    the tray's devices at /sys/class/infiniband, the machine's other classes still
+    there.  Root (CI is); a private mount namespace, so nothing stays mounted."""
+    assert os.geteuid() == 0, "exec --mount needs root, which CI has"
+    script = (
+        "cat /sys/class/infiniband/mlx5_2/ports/1/rate /sys/class/infiniband/mlx5_2/node_desc;"
+        " ls /sys/class/infiniband; test -d /sys/class/net && echo net-too"
+    )
+    env = {k: v for k, v in su.env.items() if k != "LD_PRELOAD"}
+    r = subprocess.run(
+        [sys.executable, "-m", "fabriclab.cli", "exec", "--name", su.name, "--mount", TRAY,
+         "--", "sh", "-c", script],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (
+        f"400 Gb/sec (4X NDR)\n{TRAY} mlx5_2\nmlx5_0\nmlx5_1\nmlx5_2\nmlx5_3\nnet-too\n"
+    )
+    assert not os.path.exists("/sys/class/infiniband/mlx5_2")  # only in its namespace
 
 
 def test_an_xdr_tray_reads_800(real_tools, tmp_path):
