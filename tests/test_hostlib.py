@@ -343,6 +343,13 @@ def test_real_smpquery_gets_its_answer_through_the_umad_device(stub, tmp_path):
     assert re.search(rf"^Guid:\.+0x{NODE_GUID:016x}$", r.stdout, re.M)
     assert re.search(rf"^PortGuid:\.+0x{NODE_GUID + 1:016x}$", r.stdout, re.M)
     assert [c.index for c in stub.conns][-1] == 1  # umad1: mlx5_1's port (infiniband_mad)
+    # no CA named: libibumad takes the first one readdir lists with an active port, which
+    # (sysfs lists in kernfs order) is mlx5_0, whatever order the tree's file system keeps
+    r = run(["smpquery", "-D", "nodeinfo", "0"], stub.env(), tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [c.index for c in stub.conns][-1] == 0
+    ls = [sys.executable, "-c", "import os; print(*os.listdir('/sys/class/infiniband'))"]
+    assert run(ls, stub.env(), tmp_path).stdout == "mlx5_0 mlx5_3 mlx5_1 mlx5_2\n"
     sent = stub.conns[-1].got[-1]
     assert (tid_of(sent) >> 32) == struct.unpack_from("<I", sent)[0]  # hi_tid = the agent
     assert os.listdir(tmp_path) == []
