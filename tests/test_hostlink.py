@@ -267,3 +267,27 @@ def test_bad_frames_cost_nothing_and_issm_is_held_by_one(fabric):
     while sp.cap_mask & CAP_IS_SM and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not sp.cap_mask & CAP_IS_SM
+
+
+def test_a_tool_that_takes_no_long_answer_is_detached_and_the_server_goes_on(fabric):
+    srv, _cluster, _link = fabric
+    with _umad(srv, TRAY_A, 2) as (sm, tok, lid_sm), _umad(srv, TRAY_B, 1) as (q, tq, lid_q):
+        assert _register(srv, tok, 2, 0x03, 2, 1 << 0x12, rmpp=1)[0] == 0
+        q.send(_hdr(2, lid_sm, 1, 1000) + _mad(0x03, 2, 0x12, 0x2_0000_0001))
+        _h, req = _read(sm)
+        table = _mad(0x03, 2, 0x92, int.from_bytes(req[64 + 8 : 64 + 16], "big"), size=8 << 20)
+        table[26] = umad.RMPP_ACTIVE
+        frames = _hdr(2, lid_q, 1, length=64 + len(table)) + bytes(table)
+        first = bytearray(frames[: hostwire.FRAME_MAX])
+        first[4:8] = hostwire.MORE.to_bytes(4, "little")
+        sm.send(first)
+        for i in range(hostwire.FRAME_MAX, len(frames), hostwire.FRAME_MAX):
+            sm.send(frames[i : i + hostwire.FRAME_MAX])
+        # q reads nothing: within a few seconds it is detached, and the server answers
+        t0 = time.monotonic()
+        while tq in srv.clients and time.monotonic() - t0 < 10:
+            time.sleep(0.1)
+        assert tq not in srv.clients
+        sm.send(_hdr(0, lid_sm, 0, 100) + _mad(0x01, 1, 0x01, 9, attr=0x11))
+        h, msg = _read(sm)
+        assert h["status"] == 0 and int.from_bytes(msg[64 + 12 : 64 + 16], "big") == 9

@@ -40,6 +40,7 @@ _HELLO_WAIT = 5.0  # seconds a connection may take to say what it is
 _PENDING_MAX = 256  # connections that have not said yet
 _TREE_LIVE = 30.0  # seconds a tray's tree is kept fresh after it was last asked for
 _MESSAGE_MAX = 16 << 20  # the longest message taken (an SA table of a large fabric)
+_LONG_SEND_WAIT = 2.0  # seconds a tool may take to make room for the rest of a message
 _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs in flight
 _CRED = struct.Struct("iII")  # struct ucred (unix(7))
 _TID = struct.Struct(">Q")
@@ -213,14 +214,22 @@ class UmadSocket(socket.socket):
         return len(body)
 
     def sendall_frames(self, frames: list[bytes]) -> None:
-        """Send every frame, waiting for room (a long message is not dropped half-way)."""
+        """Send every frame, waiting for room: a long message is not dropped half-way.  A
+        tool that takes none of it for a while is detached (its reads would otherwise
+        take the next message for the rest of this one)."""
+        deadline = time.monotonic() + _LONG_SEND_WAIT
         for f in frames:
             while True:
                 try:
                     socket.socket.send(self, f)
                     break
                 except BlockingIOError:
-                    select.select([], [self], [], 1.0)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if self.client is not None:
+                            self.link.transport.detach(self.client, "not reading a long message")
+                        return
+                    select.select([], [self], [], left)
 
 
 def _first_segment(msg: bytearray) -> bytes:
