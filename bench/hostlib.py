@@ -93,6 +93,7 @@ def compare(rounds: int, discoveries: int) -> None:
     sm: dict[str, list[float]] = {w: [] for w in WAYS}
     disc: dict[str, list[float]] = {w: [] for w in WAYS}
     per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
+    sm_per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
     server = Fabriclab(str(spec_file), work)
     for r in range(rounds):
         for i, way in enumerate(WAYS if r % 2 == 0 else WAYS[::-1]):
@@ -106,15 +107,21 @@ def compare(rounds: int, discoveries: int) -> None:
                 smdir = work / f"sm-{name}"
                 smdir.mkdir()
                 env.update(OSM_CACHE_DIR=str(smdir), OSM_TMP_DIR=str(smdir))
-                dt, _ = _run(["opensm", "-o", "-e", "-f", str(smdir / "opensm.log")], env, smdir)
+                m0, c0 = _mads(name), _cpu(server.proc.pid)
+                dt, tool_cpu = _run(
+                    ["opensm", "-o", "-e", "-f", str(smdir / "opensm.log")], env, smdir
+                )
+                m1, c1 = _mads(name), _cpu(server.proc.pid)
                 if "SUBNET UP" not in (smdir / "opensm.log").read_text(errors="replace"):
                     raise SystemExit(f"OpenSM did not report SUBNET UP through {way}")
                 sm[way].append(dt)
+                n = max(1, m1 - m0)
+                sm_per_mad[way].append((dt / n, (c1 - c0) / n, tool_cpu / n))
                 for _ in range(discoveries):
                     m0, c0 = _mads(name), _cpu(server.proc.pid)
                     dt, tool_cpu = _run(["ibnetdiscover"], env, work)
                     m1, c1 = _mads(name), _cpu(server.proc.pid)
-                    n = max(1, m1 - m0 - 1)  # less the stats request's own count (none)
+                    n = max(1, m1 - m0)
                     disc[way].append(dt)
                     per_mad[way].append((dt / n, (c1 - c0) / n, tool_cpu / n))
             finally:
@@ -125,14 +132,15 @@ def compare(rounds: int, discoveries: int) -> None:
             f"{what:28s} umad2sim {a:6.2f} s   hostlib {b:6.2f} s   ratio {b / a:4.2f} "
             f"(goal <= 1.0)   [{len(data['hostlib'])} runs each, median]"
         )
-    for way in WAYS:
-        wall = statistics.median(x[0] for x in per_mad[way]) * 1e6
-        srv = statistics.median(x[1] for x in per_mad[way]) * 1e6
-        tool = statistics.median(x[2] for x in per_mad[way]) * 1e6
-        print(
-            f"per MAD of a discovery, {way:8s}: {wall:6.1f} us wall; CPU: server {srv:5.1f} us,"
-            f" tool {tool:5.1f} us (user + system; the two run side by side on two cores)"
-        )
+    for what, table in (("OpenSM", sm_per_mad), ("a discovery", per_mad)):
+        for way in WAYS:
+            wall = statistics.median(x[0] for x in table[way]) * 1e6
+            srv = statistics.median(x[1] for x in table[way]) * 1e6
+            tool = statistics.median(x[2] for x in table[way]) * 1e6
+            print(
+                f"per MAD of {what:11s} {way:8s}: {wall:6.1f} us wall; CPU: server {srv:5.1f} us,"
+                f" tool {tool:5.1f} us (user + system; the two run side by side on two cores)"
+            )
     shutil.rmtree(work, ignore_errors=True)
 
 
