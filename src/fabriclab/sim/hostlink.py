@@ -56,6 +56,18 @@ _IN_HEAD = struct.Struct("=8xII4x4s4x2s")
 _OUT_HEAD = struct.Struct("=IIIII4s4x2s")
 _SIM_ADDR = struct.Struct(">4x2s6x4sI")  # a sim_request's slid, sqp (network order), status
 _MAD_AT = simwire.REQUEST_MAD
+_SIM_END = _MAD_AT + MAD_SIZE
+_FRAME_ONE = umad.HDR_SIZE + MAD_SIZE  # a frame of one 256-byte MAD
+_MORE_BYTE = umad.STATUS_AT + 3  # the status's top byte (little-endian): MORE's bit
+_CLASS_AT = umad.HDR_SIZE + 1  # MgmtClass in a frame
+_CLASS_SIM = _MAD_AT + 1  # ... in a sim_request
+_METHOD_AT = _MAD_AT + 3  # Method in a sim_request
+_AGENT_AT = _MAD_AT + 10  # TransactionID bits 32-47 (big-endian) in a sim_request
+_TRAP_REPRESS = 0x07
+_IN_HEAD_UNPACK = _IN_HEAD.unpack_from
+_SIM_PREFIX_PACK = _SIM_PREFIX.pack_into
+_OUT_HEAD_PACK = _OUT_HEAD.pack_into
+_SIM_ADDR_UNPACK = _SIM_ADDR.unpack_from
 _SMI_CLASSES = (0x01, 0x81)
 
 
@@ -64,21 +76,6 @@ def _is_response(mad) -> bool:
     not modelled: nothing here speaks BM)."""
     method = mad[3]
     return bool(method & 0x80) or method == 0x07
-
-
-class _Piece:
-    """What the MAD just received from a host-library client carries beyond the sim
-    request made of it: its true length, the bytes after the first 256 (an RMPP
-    message), and the send's timeout."""
-
-    __slots__ = ("client", "length", "retries", "tail", "timeout_ms")
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.length = MAD_SIZE
-        self.tail = b""
-        self.timeout_ms = 0
-        self.retries = 0
 
 
 class UmadSocket(socket.socket):
@@ -90,15 +87,29 @@ class UmadSocket(socket.socket):
         self.link = link
         self.client: Client | None = None
         self.frame = bytearray(hostwire.FRAME_MAX)
+        self.frame_mad = memoryview(self.frame)[umad.HDR_SIZE : umad.HDR_SIZE + MAD_SIZE]
         self.partial: bytearray | None = None  # a long message coming in pieces
         self.want = 0
         self.out = bytearray(umad.HDR_SIZE + MAD_SIZE)
+        self.out_mad = memoryview(self.out)[umad.HDR_SIZE :]
+        # bound once: these run per MAD
+        self._recv = functools.partial(socket.socket.recv_into, self)
+        self._send = functools.partial(socket.socket.send, self)
+        self._tbuf = link.transport.buf
 
     # --- from the tool ----------------------------------------------------------------
 
     def recv_into(self, buf, nbytes=0, flags=0) -> int:
         frame = self.frame
-        n = socket.socket.recv_into(self, frame)
+        n = self._recv(frame)
+        if n == _FRAME_ONE and self.partial is None and not frame[_MORE_BYTE] & 0x80:
+            # the common case, one whole 256-byte MAD: as in _take, in fewer steps
+            timeout_ms, retries, qpn, lid = _IN_HEAD_UNPACK(frame)
+            sqp = 0 if frame[_CLASS_AT] in _SMI_CLASSES else 1
+            _SIM_PREFIX_PACK(buf, 0, lid, 0, qpn, sqp, 0, MAD_SIZE)
+            buf[_MAD_AT:_SIM_END] = self.frame_mad
+            self.link.last = (self.client, MAD_SIZE, b"", timeout_ms, retries)
+            return simwire.REQUEST_SIZE
         if n == 0:
             raise ConnectionResetError("the tool closed it")
         if self.partial is not None:
@@ -131,36 +142,49 @@ class UmadSocket(socket.socket):
         else:  # the kernel sends a short MAD padded to its 256 bytes
             buf[_MAD_AT : _MAD_AT + n] = msg[umad.HDR_SIZE :]
             buf[_MAD_AT + n : _MAD_AT + MAD_SIZE] = bytes(MAD_SIZE - n)
-        piece = self.link.piece
-        piece.client = self.client
-        piece.length = n
-        piece.tail = bytes(msg[umad.HDR_SIZE + MAD_SIZE :]) if n > MAD_SIZE else b""
-        piece.timeout_ms, piece.retries = timeout_ms, retries
+        tail = bytes(msg[umad.HDR_SIZE + MAD_SIZE :]) if n > MAD_SIZE else b""
+        self.link.last = (self.client, n, tail, timeout_ms, retries)
         return simwire.REQUEST_SIZE
 
     # --- to the tool ------------------------------------------------------------------
 
     def send(self, data, flags=0) -> int:
+        slid, sqp, status = _SIM_ADDR_UNPACK(data)
+        method = data[_METHOD_AT]
+        if not status and (method & 0x80 or method == _TRAP_REPRESS):
+            # a response: to the agent named in its TransactionID (bits 32-47)
+            ours = type(data) is memoryview and data.obj is self._tbuf
+            if not ours or self.link.last[1] == MAD_SIZE:  # nothing longer than a MAD
+                if self.link._waiting:
+                    self.link.answered(self.client, data, data[_CLASS_SIM])
+                out = self.out
+                _OUT_HEAD_PACK(out, 0, data[_AGENT_AT] << 8 | data[_AGENT_AT + 1], 0, 0, 0,
+                               _FRAME_ONE, sqp, slid)  # fmt: skip
+                self.out_mad[:] = data[_MAD_AT:_SIM_END]
+                return self._send(out)
+        return self._send_other(data, slid, sqp, status)
+
+    def _send_other(self, data, slid: bytes, sqp: bytes, status: int) -> int:
+        """A request, a timeout, or a message longer than a MAD, to the tool."""
         link = self.link
-        slid, sqp, status = _SIM_ADDR.unpack_from(data)
         mad = memoryview(data)[_MAD_AT : _MAD_AT + MAD_SIZE]
-        piece = link.piece
-        ours = isinstance(data, memoryview) and data.obj is link.transport.buf
+        last = link.last
+        ours = isinstance(data, memoryview) and data.obj is self._tbuf
         tid = _TID.unpack_from(mad, _TID_AT)[0]
         cl = self.client
         if status:  # the request went nowhere: the kernel's timeout read, if one was asked
-            if ours and piece.client is cl and piece.timeout_ms == 0:
+            if ours and last[0] is cl and last[3] == 0:
                 return len(data)
             return self._send_timeout((tid >> 32) & 0xFFFF, bytes(mad[: umad.MAD_HDR]))
-        tail = piece.tail if ours else b""
-        length = piece.length if ours else MAD_SIZE
+        tail = last[2] if ours else b""
+        length = last[1] if ours else MAD_SIZE
         if _is_response(mad):
             agent = (tid >> 32) & 0xFFFF
-            link.answered(cl, tid, mad[1])
+            link.answered(cl, data, mad[1])
         else:
             agent = link.agent_for(cl, mad)
-            if ours and piece.client is not None and piece.timeout_ms:
-                link.expect(piece, tid, bytes(mad[: umad.MAD_HDR]))
+            if ours and last[0] is not None and last[3]:
+                link.expect(last, tid, bytes(mad[: umad.MAD_HDR]))
         rmpp = (
             length != MAD_SIZE
             and mad[1] in umad.RMPP_CLASSES
@@ -171,7 +195,7 @@ class UmadSocket(socket.socket):
         _OUT_HEAD.pack_into(out, 0, agent, 0, 0, 0, total, sqp, slid)
         out[umad.HDR_SIZE :] = mad
         if not tail and not rmpp:
-            return socket.socket.send(self, out)
+            return self._send(out)
         body = bytes(out) + tail
         body = body[:total].ljust(total, b"\0")
         if rmpp:
@@ -263,7 +287,10 @@ class HostLink:
         self.cluster = cluster
         self.trees_dir = trees
         self.set_issm = set_issm
-        self.piece = _Piece()
+        # what the MAD just received from a host-library client carries beyond the sim
+        # request made of it: (client, MAD length, bytes past the first 256 (an RMPP
+        # message), its send's timeout_ms, retries)
+        self.last: tuple = (None, MAD_SIZE, b"", 0, 0)
         self._sock: socket.socket | None = None
         self._pending: dict[int, tuple[socket.socket, float]] = {}
         self._ports: dict[str, list[SimPort]] = {}
@@ -539,19 +566,20 @@ class HostLink:
                 return a.id
         return 0
 
-    def expect(self, piece: _Piece, tid: int, head: bytes) -> None:
-        """The request from ``piece.client`` was handed to another client: if its answer
-        does not come in time, the requester reads a timeout (as from the kernel)."""
-        assert piece.client is not None
-        wait = piece.timeout_ms * (piece.retries + 1) / 1000.0
-        key = (piece.client.id, tid & 0xFFFF_FFFF, head[1])
+    def expect(self, last: tuple, tid: int, head: bytes) -> None:
+        """The request just received (``last``) was handed to another client: if its
+        answer does not come in time, the requester reads a timeout (as from the kernel)."""
+        requester, _n, _tail, timeout_ms, retries = last
+        wait = timeout_ms * (retries + 1) / 1000.0
+        key = (requester.id, tid & 0xFFFF_FFFF, head[1])
         deadline = time.monotonic() + wait
         self._waiting[key] = (deadline, (tid >> 32) & 0xFFFF, head)
         heapq.heappush(self._deadlines, (deadline, key))
 
-    def answered(self, cl: Client | None, tid: int, mclass: int) -> None:
-        """A response reached ``cl``: its request waits no more."""
+    def answered(self, cl: Client | None, data, mclass: int) -> None:
+        """A response (the sim_request ``data``) reached ``cl``: its request waits no more."""
         if self._waiting and cl is not None:
+            tid = _TID.unpack_from(data, _MAD_AT + _TID_AT)[0]
             self._waiting.pop((cl.id, tid & 0xFFFF_FFFF, mclass), None)
 
     def wake(self) -> float:
