@@ -75,6 +75,13 @@ def _run(argv: list[str], env: dict, cwd: Path, timeout: float = 900) -> tuple[f
     return dt, cpu
 
 
+def _steal() -> float:
+    """CPU seconds this machine's vCPUs have waited for the host so far (/proc/stat
+    'steal'): the noise other guests make, printed with the figures."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8]) / _TICK
+
+
 def _mads(name: str) -> int:
     return int(admin.request(name, {"op": "stats"})["mads"])
 
@@ -95,6 +102,7 @@ def compare(rounds: int, discoveries: int) -> None:
     per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
     sm_per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in WAYS}
     server = Fabriclab(str(spec_file), work)
+    steal0, t0 = _steal(), time.monotonic()
     for r in range(rounds):
         for i, way in enumerate(WAYS if r % 2 == 0 else WAYS[::-1]):
             name = f"flhl{os.getpid()}x{i}x{r}"
@@ -126,6 +134,10 @@ def compare(rounds: int, discoveries: int) -> None:
                     per_mad[way].append((dt / n, (c1 - c0) / n, tool_cpu / n))
             finally:
                 server.stop()
+    print(
+        f"machine noise: {_steal() - steal0:.1f} s of steal time over the "
+        f"{time.monotonic() - t0:.0f} s run (two vCPUs)"
+    )
     for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
         a, b = statistics.median(data["umad2sim"]), statistics.median(data["hostlib"])
         print(
