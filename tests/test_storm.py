@@ -56,8 +56,12 @@ def test_scans_complete_and_every_mad_is_answered_under_a_storm(tmp_path: Path):
     spec.write_text(yaml.safe_dump(SPEC))
     cluster = build(load_spec(str(spec)))
     want = len(cluster.fabric.cas()) + len(cluster.fabric.switches())
-    links = _link_names(cluster)  # 96 distinct links: each flaps once, then 4 again
-    targets = links + links[:4]
+    # 96 links, less the scanning tray's own: a scan cannot start from a port that is
+    # down (rdma-core 56 picks only an active port; 44 did not look); each flaps once,
+    # then the first few again, 100 flaps in all
+    links = [n for n in _link_names(cluster) if not n.startswith("st01/")]
+    assert len(links) == 92
+    targets = links + links[:8]
     with fabric_up(str(spec), tmp_path) as f:
         sock = admin.admin_path(Path(f.env["FABRICLAB_STATE_DIR"]), f.name)
         done: list[str] = []
