@@ -106,6 +106,16 @@ def _hdr(aid, dlid, qpn, timeout_ms=0, retries=0, length=0):
     )
 
 
+def _send_long(s, message: bytes) -> None:
+    """A message longer than a frame, as the library sends it: the first frame marked
+    MORE, then the rest in frames."""
+    first = bytearray(message[: hostwire.FRAME_MAX])
+    first[4:8] = hostwire.MORE.to_bytes(4, "little")
+    s.send(first)
+    for i in range(hostwire.FRAME_MAX, len(message), hostwire.FRAME_MAX):
+        s.send(message[i : i + hostwire.FRAME_MAX])
+
+
 def _read(s):
     """One message: its header fields and bytes (reassembled from pieces)."""
     first = s.recv(hostwire.FRAME_MAX)
@@ -212,12 +222,7 @@ def test_a_long_rmpp_answer_arrives_whole_in_pieces_with_segment_ones_header(fab
         table[44:46] = (size // 8).to_bytes(2, "big")
         for i in range(records):
             table[56 + i * size : 56 + i * size + 4] = i.to_bytes(4, "big")
-        sm_frames = _hdr(1, lid_q, 1, length=64 + len(table)) + bytes(table)
-        first = bytearray(sm_frames[: hostwire.FRAME_MAX])
-        first[4:8] = hostwire.MORE.to_bytes(4, "little")
-        sm.send(first)
-        for i in range(hostwire.FRAME_MAX, len(sm_frames), hostwire.FRAME_MAX):
-            sm.send(sm_frames[i : i + hostwire.FRAME_MAX])
+        _send_long(sm, _hdr(1, lid_q, 1, length=64 + len(table)) + bytes(table))
         h, msg = _read(q)
     assert h["length"] == 64 + 56 + records * size == len(msg)
     mad = msg[64:]
@@ -277,12 +282,7 @@ def test_a_tool_that_takes_no_long_answer_is_detached_and_the_server_goes_on(fab
         _h, req = _read(sm)
         table = _mad(0x03, 2, 0x92, int.from_bytes(req[64 + 8 : 64 + 16], "big"), size=8 << 20)
         table[26] = umad.RMPP_ACTIVE
-        frames = _hdr(2, lid_q, 1, length=64 + len(table)) + bytes(table)
-        first = bytearray(frames[: hostwire.FRAME_MAX])
-        first[4:8] = hostwire.MORE.to_bytes(4, "little")
-        sm.send(first)
-        for i in range(hostwire.FRAME_MAX, len(frames), hostwire.FRAME_MAX):
-            sm.send(frames[i : i + hostwire.FRAME_MAX])
+        _send_long(sm, _hdr(2, lid_q, 1, length=64 + len(table)) + bytes(table))
         # q reads nothing: within a few seconds it is detached, and the server answers
         t0 = time.monotonic()
         while tq in srv.clients and time.monotonic() - t0 < 10:
