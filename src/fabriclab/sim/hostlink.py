@@ -41,9 +41,6 @@ _PENDING_MAX = 256  # connections that have not said yet
 _TREE_LIVE = 30.0  # seconds a tray's tree is kept fresh after it was last asked for
 _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs in flight
 _CRED = struct.Struct("iII")  # struct ucred (unix(7))
-_TID = struct.Struct(">Q")
-_TID_AT = 8  # TransactionID in a MAD (13.4.2)
-_MAD_AT = simwire.REQUEST_MAD
 
 
 class HostLink:
@@ -348,10 +345,9 @@ class HostLink:
         self._waiting[key] = (deadline, (tid >> 32) & 0xFFFF, head)
         heapq.heappush(self._deadlines, (deadline, key))
 
-    def answered(self, cl: Client | None, data, mclass: int) -> None:
-        """A response (the sim_request ``data``) reached ``cl``: its request waits no more."""
+    def answered(self, cl: Client | None, tid: int, mclass: int) -> None:
+        """A response (TransactionID ``tid``) reached ``cl``: its request waits no more."""
         if self._waiting and cl is not None:
-            tid = _TID.unpack_from(data, _MAD_AT + _TID_AT)[0]
             self._waiting.pop((cl.id, tid & 0xFFFF_FFFF, mclass), None)
 
     def wake(self) -> float:

@@ -137,7 +137,8 @@ class UmadSocket(socket.socket):
             ours = type(data) is memoryview and data.obj is self._tbuf
             if not ours or self.link.last[1] == MAD_SIZE:  # nothing longer than a MAD
                 if self.link._waiting:
-                    self.link.answered(self.client, data, data[_CLASS_SIM])
+                    tid = _TID.unpack_from(data, _MAD_AT + _TID_AT)[0]
+                    self.link.answered(self.client, tid, data[_CLASS_SIM])
                 out = self.out
                 _OUT_HEAD_PACK(out, 0, data[_AGENT_AT] << 8 | data[_AGENT_AT + 1], 0, 0, 0,
                                _FRAME_ONE, sqp, slid)  # fmt: skip
@@ -161,7 +162,7 @@ class UmadSocket(socket.socket):
         length = last[1] if ours else MAD_SIZE
         if _is_response(mad):
             agent = (tid >> 32) & 0xFFFF
-            link.answered(cl, data, mad[1])
+            link.answered(cl, tid, mad[1])
         else:
             agent = link.agent_for(cl, mad)
             if ours and last[0] is not None and last[3]:
