@@ -29,14 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server import BENCH_SPEC, Fabriclab
+from server import Fabriclab, bench_fabric
 
-from fabriclab.model.build import build
 from fabriclab.sim import admin, records, tools
-from fabriclab.spec.load import load_spec
 
 WAYS = ("umad2sim", "hostlib")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -88,9 +84,7 @@ def _mads(name: str) -> int:
 
 def compare(rounds: int, discoveries: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="fl-hlbench-"))
-    spec_file = work / "bench-2k.yaml"
-    spec_file.write_text(yaml.safe_dump(BENCH_SPEC))
-    cluster = build(load_spec(str(spec_file)))
+    spec_file, cluster = bench_fabric(work)
     fabric = cluster.fabric
     tray = cluster.trays[0].host
     print(

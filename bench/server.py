@@ -35,7 +35,7 @@ import yaml
 
 from fabriclab.formats import ibsim_net
 from fabriclab.model.build import build
-from fabriclab.model.cluster import find_port
+from fabriclab.model.cluster import Cluster, find_port
 from fabriclab.sim import tools
 from fabriclab.spec.load import load_spec
 
@@ -191,11 +191,16 @@ class Fabriclab(Server):
         return {**os.environ, "FABRICLAB_STATE_DIR": str(self.work)}
 
 
-def compare(rounds: int, discoveries: int) -> None:
-    work = Path(tempfile.mkdtemp(prefix="fl-bench-"))
+def bench_fabric(work: Path) -> tuple[Path, Cluster]:
+    """BENCH_SPEC written under ``work`` (a server is started from the file) and built."""
     spec_file = work / "bench-2k.yaml"
     spec_file.write_text(yaml.safe_dump(BENCH_SPEC))
-    cluster = build(load_spec(str(spec_file)))
+    return spec_file, build(load_spec(str(spec_file)))
+
+
+def compare(rounds: int, discoveries: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="fl-bench-"))
+    spec_file, cluster = bench_fabric(work)
     fabric = cluster.fabric
     net = work / "bench-2k.net"
     net.write_text(ibsim_net.render(fabric))

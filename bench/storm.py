@@ -37,15 +37,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster, find_port
 from fabriclab.sim import admin, tools
-from fabriclab.spec.load import load_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server import BENCH_SPEC  # the same fabric as bench/server.py
+from server import bench_fabric  # the same fabric as bench/server.py
 
 # the closing line of 'fabriclab up' (sim/launcher.py)
 _CLOSING = re.compile(
@@ -136,9 +132,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def run(flaps: int, baseline: int, seed: int) -> bool:
     work = Path(tempfile.mkdtemp(prefix="fl-storm-"))
-    spec = work / "bench-2k.yaml"
-    spec.write_text(yaml.safe_dump(BENCH_SPEC))
-    cluster = build(load_spec(str(spec)))
+    spec, cluster = bench_fabric(work)
     fabric = cluster.fabric
     want = len(fabric.switches()) + len(fabric.cas())
     start, _ = find_port(cluster, None)
