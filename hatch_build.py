@@ -1,5 +1,5 @@
 """The package's build step beyond Python: compiles the host library
-(src/fabriclab/sim/hostlib/umad.c, the preload a tool on an emulated tray runs with) into
+(src/fabriclab/sim/host/hostlib/umad.c, the preload a tool on an emulated tray runs with) into
 libfabriclab-umad.so beside its source.  An editable install uses it in place; a wheel
 carries it (force-included: the built file is not tracked)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("src/fabriclab/sim/hostlib")
+SOURCE = Path("src/fabriclab/sim/host/hostlib")
 LIBRARY = "libfabriclab-umad.so"
 CFLAGS = ["-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror"]
 
@@ -32,7 +32,7 @@ class CustomBuildHook(BuildHookInterface):
                 f"building the fabriclab host library failed: {' '.join(cmd)}\n{r.stderr}"
             )
         if version != "editable":
-            build_data["force_include"][str(out)] = f"fabriclab/sim/hostlib/{LIBRARY}"
+            build_data["force_include"][str(out)] = f"fabriclab/sim/host/hostlib/{LIBRARY}"
             build_data["pure_python"] = False
             # C only, no Python ABI: any Python 3 on this platform
             platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")

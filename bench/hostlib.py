@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server import Fabriclab, bench_fabric
 
-from fabriclab.sim import admin, records, tools
+from fabriclab.sim.run import admin, records, tools
 
 WAYS = ("umad2sim", "hostlib")
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -36,7 +36,7 @@ import yaml
 from fabriclab.formats import ibsim_net
 from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster, find_port
-from fabriclab.sim import tools
+from fabriclab.sim.run import tools
 from fabriclab.spec.load import load_spec
 
 BENCH_SPEC = {

@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabriclab.model.cluster import Cluster, find_port
-from fabriclab.sim import admin, tools
+from fabriclab.sim.run import admin, tools
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server import bench_fabric  # the same fabric as bench/server.py
 
-# the closing line of 'fabriclab up' (sim/launcher.py)
+# the closing line of 'fabriclab up' (sim/run/launcher.py)
 _CLOSING = re.compile(
     r"(\d+) MADs, (\d+) answered, (\d+) forwarded, (\d+) timed out, (\d+) undeliverable, "
     r"(\d+) malformed, (\d+) not sent"

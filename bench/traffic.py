@@ -4,7 +4,7 @@ the whole fabric.  Targets: a ring over all 32,768 HCAs <= 5 s, an all-to-all am
 1,024 HCAs (1,047,552 flows) <= 5 s, a counter update <= 0.2 s.
 
 The forwarding tables are filled by fabriclab's min-hop stand-in for an SM
-(:mod:`fabriclab.sim.minhop`; the real OpenSM takes far longer on this fabric).
+(:mod:`fabriclab.sim.fabric.minhop`; the real OpenSM takes far longer on this fabric).
 
     python bench/traffic.py [--trays 8192] [--preset gb200-su] [--a2a 1024]
 """
@@ -17,10 +17,10 @@ import resource
 import time
 
 from fabriclab.model.build import build
-from fabriclab.sim import minhop
-from fabriclab.sim.clock import VirtualClock
-from fabriclab.sim.state import SimFabric
-from fabriclab.sim.traffic import TrafficEngine
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.fabric.state import SimFabric
+from fabriclab.sim.live.clock import VirtualClock
+from fabriclab.sim.live.traffic import TrafficEngine
 from fabriclab.spec.load import load_spec
 
 

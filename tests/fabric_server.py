@@ -20,7 +20,7 @@ from toolsets import SYSTEM, ToolSet
 
 from fabriclab.model.build import build
 from fabriclab.model.cluster import Cluster
-from fabriclab.sim import records, tools
+from fabriclab.sim.run import records, tools
 from fabriclab.spec.load import load_spec
 
 _counter = itertools.count()

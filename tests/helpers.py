@@ -13,7 +13,7 @@ from pathlib import Path
 from realtools import UMAD2SIM
 
 from fabriclab.model.cluster import Cluster, find_port
-from fabriclab.sim.server import FabricServer
+from fabriclab.sim.wire.server import FabricServer
 
 _served = itertools.count()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from toolsets import SYSTEM, ToolSet
 
 from fabriclab.ib import simwire
-from fabriclab.sim import procfs
+from fabriclab.sim.wire import procfs
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 TOOLS = ("ibsim", "opensm", "ibnetdiscover")

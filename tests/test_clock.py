@@ -2,7 +2,7 @@
 
 import pytest
 
-from fabriclab.sim.clock import VirtualClock, WallClock
+from fabriclab.sim.live.clock import VirtualClock, WallClock
 
 
 def test_virtual_clock_moves_only_when_advanced():

@@ -13,8 +13,8 @@ from test_sma import LEAF, W1, field, smp
 from fabriclab.ib.enums import PortState
 from fabriclab.ib.mad.consts import Attr
 from fabriclab.model.build import build
-from fabriclab.sim.sma import Sma
-from fabriclab.sim.state import SimFabric
+from fabriclab.sim.fabric.sma import Sma
+from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.spec.load import load_spec, parse_spec_text
 
 COLD = """\

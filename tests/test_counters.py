@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fabriclab.ib.mad.layouts import PORT_COUNTERS, PORT_COUNTERS_EXT
-from fabriclab.sim.counters import Counters, summed
+from fabriclab.sim.fabric.counters import Counters, summed
 
 MAX64 = (1 << 64) - 1
 

@@ -28,8 +28,8 @@ from fabriclab.ib.mad.layouts import (
     SWITCH_INFO,
 )
 from fabriclab.model.build import build
-from fabriclab.sim.server import FabricServer
-from fabriclab.sim.transport import Client
+from fabriclab.sim.wire.client import Client
+from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec
 
 LAB = build(load_spec("lab"))
@@ -57,7 +57,7 @@ class Lab:
         cl = Client(cid, 1000 + cid, self.port(desc), qp, False, desc, ours)
         transport.attach(cl)
         if issm:
-            self.srv.traps.set_issm(cl, True)
+            self.srv.set_issm(cl, True)
         self.peers.append(theirs)
         return cl, theirs
 

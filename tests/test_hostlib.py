@@ -1,4 +1,4 @@
-"""fabriclab's host library (sim/hostlib/umad.c), built by the package's build and
+"""fabriclab's host library (sim/host/hostlib/umad.c), built by the package's build and
 preloaded into the real infiniband-diags tools and into Python programs driving
 libibumad: its constants, the tray's /sys tree it redirects to, the umad device it
 serves over the host protocol (ib/hostwire.py), and how it fails.  The server end here
@@ -26,11 +26,12 @@ from helpers import served
 
 from fabriclab.ib import hostwire, simwire, umad
 from fabriclab.model.build import build
-from fabriclab.sim import minhop, sysfs
-from fabriclab.sim.clock import VirtualClock
-from fabriclab.sim.hostlib import library_path
-from fabriclab.sim.live import LiveFabric
-from fabriclab.sim.traffic import TrafficEngine
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.host import sysfs
+from fabriclab.sim.host.hostlib import library_path
+from fabriclab.sim.live.api import LiveFabric
+from fabriclab.sim.live.clock import VirtualClock
+from fabriclab.sim.live.traffic import TrafficEngine
 from fabriclab.spec.load import load_spec
 
 TRAY = "gb-r01-t01"
@@ -260,7 +261,7 @@ def answer_smp(conn: Conn, msg: bytes) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
-    """A gb200-su tray's /sys root, written by fabriclab.sim.sysfs from a live fabric."""
+    """A gb200-su tray's /sys root, written by fabriclab.sim.host.sysfs from a live fabric."""
     cluster = build(load_spec("gb200-su"))
     root = tmp_path_factory.mktemp("tree") / "sys"
     with served(cluster, serve=False) as srv:

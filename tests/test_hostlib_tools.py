@@ -24,8 +24,9 @@ from simclient import SimClient, lid_mad
 from fabriclab.formats import ibnetdiscover
 from fabriclab.ib.mad.consts import Attr
 from fabriclab.ib.mad.layouts import PORT_COUNTERS_EXT
-from fabriclab.sim import hostlib, tools
-from fabriclab.sim.sysfs import rate_text
+from fabriclab.sim.host import hostlib
+from fabriclab.sim.host.sysfs import rate_text
+from fabriclab.sim.run import tools
 
 pytestmark = pytest.mark.realtools
 

@@ -18,8 +18,8 @@ from helpers import served
 from fabriclab.ib import hostwire, simwire, umad
 from fabriclab.ib.caps import CAP_IS_SM
 from fabriclab.model.build import build
-from fabriclab.sim import minhop
-from fabriclab.sim.hostlink import HostLink
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.wire.hostlink import HostLink
 from fabriclab.spec.load import load_spec
 
 TRAY_A, TRAY_B = "gb-r01-t01", "gb-r02-t05"
@@ -32,7 +32,7 @@ def fabric(tmp_path_factory):
     with served(cluster, serve=False) as srv:
         minhop.fill(srv.sim)
         link = HostLink(
-            srv.transport, srv.sim, cluster, tmp_path_factory.mktemp("trees"), srv.traps.set_issm
+            srv.transport, srv.sim, cluster, tmp_path_factory.mktemp("trees"), srv.set_issm
         )
         link.bind()
         up = threading.Event()

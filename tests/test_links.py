@@ -1,4 +1,4 @@
-"""Link state changes in-process (fabriclab.sim.links): a port disabled takes its link
+"""Link state changes in-process (fabriclab.sim.fabric.links): a port disabled takes its link
 down at both ends and counts LinkDownedCounter, enabled again it trains to INIT, set
 Down it retrains without counting; routes through it are forgotten and the switch
 reports the change."""
@@ -9,9 +9,9 @@ import pytest
 
 from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.model.build import build
-from fabriclab.sim.links import Links
-from fabriclab.sim.router import Router
-from fabriclab.sim.state import SimFabric
+from fabriclab.sim.fabric.links import Links
+from fabriclab.sim.fabric.router import Router
+from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.spec.load import load_spec
 
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"

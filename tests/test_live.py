@@ -11,8 +11,8 @@ from helpers import served
 from fabriclab.errors import InputError
 from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.model.build import build
-from fabriclab.sim.clock import VirtualClock
-from fabriclab.sim.live import LiveFabric
+from fabriclab.sim.live.api import LiveFabric
+from fabriclab.sim.live.clock import VirtualClock
 from fabriclab.spec.load import load_spec
 
 LEAF = "LAB-IBLEAF-01"
@@ -230,8 +230,8 @@ def test_journal_round_trip(live, tmp_path):
 @pytest.fixture
 def routed():
     """The lab fabric with its links active and min-hop routes, and a traffic engine."""
-    from fabriclab.sim import minhop
-    from fabriclab.sim.traffic import TrafficEngine
+    from fabriclab.sim.fabric import minhop
+    from fabriclab.sim.live.traffic import TrafficEngine
 
     cluster = build(load_spec("lab"))
     with served(cluster, serve=False) as srv:
@@ -284,7 +284,7 @@ def test_traffic_commands_check_their_words(routed):
 def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):
     import time as _time
 
-    from fabriclab.sim import journal
+    from fabriclab.sim.live import journal
 
     cluster = build(load_spec("lab"))
     with served(cluster, serve=False) as srv:

@@ -188,7 +188,7 @@ def test_libibmad_reads_our_sma_attributes(real_tools, tmp_path):
     """smpquery's NodeInfo, SwitchInfo, PortInfo and MlnxExtPortInfo of a switch and of an
     HCA of a fabric the real OpenSM brought up (HDR: Quantum and ConnectX-6 answer
     MlnxExtPortInfo)."""
-    from fabriclab.sim.state import MAD_WORDS, SimFabric
+    from fabriclab.sim.fabric.state import MAD_WORDS, SimFabric
 
     with fabric_up(str(SPECS / "three-tier-hdr.yaml"), tmp_path, sm=True) as f:
         fabric = f.cluster.fabric
@@ -246,7 +246,7 @@ def test_libibmad_reads_our_pma_attributes(real_tools, tmp_path):
     bits across each field, so that a field read at the wrong offset or width reads
     something else; and ClassPortInfo's capability masks."""
     from fabriclab.ib.mad.counters import PORT_COUNTERS_WIDTHS
-    from fabriclab.sim.counters import DETAILS, NAMES
+    from fabriclab.sim.fabric.counters import DETAILS, NAMES
 
     lab = build(load_spec("lab"))
     rng = random.Random(20250101)

@@ -24,7 +24,7 @@ from helpers import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriclab.ib.packets import HEADER_WORDS
-from fabriclab.sim.state import MAD_WORDS
+from fabriclab.sim.fabric.state import MAD_WORDS
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "prometheus-node-exporter"
 PROMETHEUS = shutil.which("prometheus") or "prometheus"

@@ -1,4 +1,4 @@
-"""Partition membership and enforcement in process (fabriclab.sim.partitions): the
+"""Partition membership and enforcement in process (fabriclab.sim.fabric.partitions): the
 P_Key matching rule, where on a path a packet with a foreign P_Key stops, and what the
 port that stops it counts."""
 
@@ -8,9 +8,9 @@ import pytest
 
 from fabriclab.ib.mad.layouts import PORT_INFO
 from fabriclab.model.build import build
-from fabriclab.sim import partitions
-from fabriclab.sim.partitions import Drop, enforce, keys_match, share_partition
-from fabriclab.sim.state import SimFabric
+from fabriclab.sim.fabric import partitions
+from fabriclab.sim.fabric.partitions import Drop, enforce, keys_match, share_partition
+from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.spec.load import load_spec
 
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"

@@ -17,7 +17,7 @@ from helpers import run_tool, served
 from realtools import UMAD2SIM
 
 from fabriclab.model.build import build
-from fabriclab.sim.partitions import share_partition
+from fabriclab.sim.fabric.partitions import share_partition
 from fabriclab.spec.load import load_spec
 
 pytestmark = pytest.mark.realtools

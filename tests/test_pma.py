@@ -23,8 +23,8 @@ from fabriclab.ib.mad.layouts import (
     PORT_XMIT_DISCARD_DETAILS,
 )
 from fabriclab.model.build import build
-from fabriclab.sim.pma import Pma
-from fabriclab.sim.state import MAD_WORDS, SimFabric
+from fabriclab.sim.fabric.pma import Pma
+from fabriclab.sim.fabric.state import MAD_WORDS, SimFabric
 from fabriclab.spec.load import load_spec, parse_spec_text
 
 GET, SET = int(Method.GET), int(Method.SET)

@@ -10,9 +10,9 @@ from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.ib.mad.consts import STATUS_OK, Attr, Method
 from fabriclab.ib.mad.layouts import SWITCH_INFO
 from fabriclab.model.build import build
-from fabriclab.sim.router import Router, dr_in, dr_out, lid_route
-from fabriclab.sim.sma import Sma
-from fabriclab.sim.state import SimFabric
+from fabriclab.sim.fabric.router import Router, dr_in, dr_out, lid_route
+from fabriclab.sim.fabric.sma import Sma
+from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.spec.load import load_spec
 
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"

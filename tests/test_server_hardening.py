@@ -30,7 +30,7 @@ from fabriclab.formats import ibnetdiscover
 from fabriclab.ib import simwire
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
-from fabriclab.sim.server import FabricServer
+from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec
 
 LAB = build(load_spec("lab"))
@@ -354,7 +354,7 @@ def test_silent_remote_clients_make_way_when_places_run_out():
     silent for longer than the policy allows loses its place to a new client when the
     limit is reached; an active one does not.  (No second host here: loopback is taken
     for one.)"""
-    from fabriclab.sim.admission import Policy
+    from fabriclab.sim.wire.admission import Policy
 
     port = _free_udp_range(47000, 60000, 4)
     start, _ = find_port(LAB, None)

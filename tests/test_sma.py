@@ -17,8 +17,8 @@ from fabriclab.ib.mad.consts import (
 )
 from fabriclab.ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
 from fabriclab.model.build import build
-from fabriclab.sim.sma import Sma
-from fabriclab.sim.state import DEFAULT_SL2VL, SimFabric
+from fabriclab.sim.fabric.sma import Sma
+from fabriclab.sim.fabric.state import DEFAULT_SL2VL, SimFabric
 from fabriclab.spec.load import load_spec, parse_spec_text
 
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"

@@ -15,11 +15,12 @@ import yaml
 from fabric_server import fabric_up
 
 from fabriclab.model.build import build
-from fabriclab.sim import admin, journal
-from fabriclab.sim.clock import WallClock
-from fabriclab.sim.live import LiveFabric
-from fabriclab.sim.server import FabricServer
-from fabriclab.sim.traffic import TrafficEngine
+from fabriclab.sim.live import journal
+from fabriclab.sim.live.api import LiveFabric
+from fabriclab.sim.live.clock import WallClock
+from fabriclab.sim.live.traffic import TrafficEngine
+from fabriclab.sim.run import admin
+from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec
 
 SPEC = {  # 16 trays x 4 HCAs: 64 HCAs, 4 leaves, 4 spines, 96 links

@@ -17,10 +17,11 @@ from helpers import served
 from fabriclab.errors import InputError
 from fabriclab.ib.packets import HEADER_WORDS
 from fabriclab.model.build import build
-from fabriclab.sim import minhop, sysfs
-from fabriclab.sim.clock import VirtualClock
-from fabriclab.sim.live import LiveFabric
-from fabriclab.sim.traffic import TrafficEngine
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.host import sysfs
+from fabriclab.sim.live.api import LiveFabric
+from fabriclab.sim.live.clock import VirtualClock
+from fabriclab.sim.live.traffic import TrafficEngine
 from fabriclab.spec.load import load_spec
 
 TRAY = "gb-r01-t01"

@@ -13,13 +13,13 @@ from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.ib.mad.consts import STATUS_OK, Attr, Method
 from fabriclab.ib.mad.layouts import PORT_INFO
 from fabriclab.model.build import build
-from fabriclab.sim import minhop
-from fabriclab.sim.clock import VirtualClock
-from fabriclab.sim.counters import NAMES
-from fabriclab.sim.maxmin import maxmin
-from fabriclab.sim.sma import Sma
-from fabriclab.sim.state import SimFabric
-from fabriclab.sim.traffic import TrafficEngine
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.fabric.counters import NAMES
+from fabriclab.sim.fabric.sma import Sma
+from fabriclab.sim.fabric.state import SimFabric
+from fabriclab.sim.live.clock import VirtualClock
+from fabriclab.sim.live.maxmin import maxmin
+from fabriclab.sim.live.traffic import TrafficEngine
 from fabriclab.spec.load import parse_spec_text
 
 # Four trays of one HCA, two leaves, two spines: every leaf has one uplink to each spine.

@@ -22,7 +22,7 @@ from .limits import MAX_TRAYS
 from .model.build import build
 from .model.cluster import Cluster
 from .model.to_spec import spec_from_fabric
-from .sim.admission import DEFAULT_MAX_CLIENTS
+from .sim.wire.admission import DEFAULT_MAX_CLIENTS
 from .spec.load import load_spec, locate, preset_names
 
 app = typer.Typer(
@@ -335,7 +335,7 @@ def topology(
                     )
                 ]
             )
-        from .sim import admin
+        from .sim.run import admin
 
         views = admin.request(live, {"op": "topology-inputs", "from": live_from})
         tmp = tempfile.TemporaryDirectory(prefix="fabriclab-topology-")
@@ -526,7 +526,7 @@ def up(
 ) -> None:
     """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
     against it through Debian's libumad2sim (see 'fabriclab exec')."""
-    from .sim import launcher
+    from .sim.run import launcher
 
     launcher.up(
         launcher.UpRequest(
@@ -572,7 +572,7 @@ def check(
 @app.command()
 def down(name: str = NameOpt) -> None:
     """Stop a fabric started with 'fabriclab up --detach' (and its OpenSM)."""
-    from .sim import launcher
+    from .sim.run import launcher
 
     inst = launcher.stop(name)
     _say(f"fabric {name!r} down (pid {inst.pid})")
@@ -581,9 +581,10 @@ def down(name: str = NameOpt) -> None:
 @app.command()
 def status() -> None:
     """List the fabrics that are up."""
-    from .sim import launcher, records
+    from . import statedir
+    from .sim.run import launcher
 
-    table = Table(title=f"fabrics up ({records.state_dir()})")
+    table = Table(title=f"fabrics up ({statedir.state_dir()})")
     for col in ("name", "pid", "spec", "reach", "OpenSM"):
         table.add_column(col)
     for row in launcher.status():
@@ -608,7 +609,7 @@ def exec_(
 ) -> None:
     """Run a real tool as if on NODE, e.g. 'fabriclab exec sched-worker1 -- ibstat'.  On
     a tray the tool sees its HCAs (mlx5_0 ...) through fabriclab's host library."""
-    from .sim import tools
+    from .sim.run import tools
 
     if command and command[0] == "--":
         command = command[1:]
@@ -623,7 +624,7 @@ def exec_(
 
 
 def _nvidia_smi_live(name: str, tray: str, args: list[str]) -> None:
-    from .sim import admin
+    from .sim.run import admin
 
     r = admin.request(name, {"op": "nvidia-smi", "tray": tray, "args": args})
     sys.stdout.write(r["text"])
@@ -659,9 +660,9 @@ def sysfs(
 ) -> None:
     """Write TRAY's /sys/class/infiniband under DIR from the running fabric and keep it
     live until the fabric stops (node_exporter --path.sysfs=DIR reads it)."""
-    from .sim import admin
-    from .sim import sysfs as sysfs_mod
-    from .sim.records import NotRunning
+    from .sim.host import sysfs as sysfs_mod
+    from .sim.run import admin
+    from .sim.run.records import NotRunning
 
     first = True
 
@@ -690,7 +691,7 @@ def shims(
 ) -> None:
     """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
     sudo) so software that shells out on a tray finds them on PATH."""
-    from .sim import tools
+    from .sim.run import tools
 
     written = tools.shims(name, node, directory, load=_cluster, via=via)
     _say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
@@ -720,7 +721,7 @@ clock_app.callback()(_group_name)
 
 
 def _live(ctx: typer.Context, name: str | None, req: dict):
-    from .sim import admin
+    from .sim.run import admin
 
     return admin.request(name or ctx.obj or "sim", req)
 
@@ -846,7 +847,7 @@ def scenario_run(
     name: str | None = SubNameOpt,
 ) -> None:
     """Check a scenario file whole, then run it on the fabric."""
-    from .sim import scenario
+    from .sim.live import scenario
 
     text = scenario.read_file(file)
     r = _live(ctx, name, {"op": "scenario", "text": text, "source": str(file)})
@@ -964,11 +965,12 @@ def events(
     import json
     import time
 
-    from .sim import events as ev
-    from .sim import records
+    from . import statedir
+    from .sim.live import events as ev
+    from .sim.run import records
 
     records.check_name(name)
-    path = ev.events_path(records.state_dir(), name)
+    path = ev.events_path(statedir.state_dir(), name)
     evs, offset = ev.read_new(path, 0)
     if not path.exists():
         raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])

@@ -1,4 +1,4 @@
-"""fabriclab's host protocol: what its host library (``sim/hostlib``), preloaded into a
+"""fabriclab's host protocol: what its host library (``sim/host/hostlib``), preloaded into a
 libibumad program, says to the fabric server for the tray it runs on.
 
 The server listens on the abstract SOCK_SEQPACKET socket ``<name>:host``

@@ -1,0 +1,544 @@
+"""The running fabric's state: what the subnet manager and the tools can read and write.
+
+The model (:mod:`fabriclab.model.fabric`) says what is cabled and how fast; this module
+holds what changes at run time: LIDs, port states, forwarding tables, P_Key, SL-to-VL
+and VL-arbitration tables, alias GUIDs and counters.  A fabric comes up the way real
+hardware does after power-on: every cabled port is physically up and logically INIT,
+nothing is routed, and the SM drives the rest.  Ports keep the LIDs of the spec's LID
+plan, as if a previous SM had assigned them; OpenSM keeps valid LIDs it finds, so the
+subnet comes up with the same LIDs every time.  A cold fabric (spec ``lids.power_on:
+cold``, ``fabriclab up --cold``) starts with no LIDs, and the SM assigns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...ib import devices
+from ...ib.enums import NodeType, PhysState, PortState
+from ...ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+from ...ib.rates import SPEEDS, Speed, Width
+from ...model.fabric import Fabric, Node, Port
+from .counters import Counters
+
+_NDR = SPEEDS["NDR"]
+# LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
+# extended speed up to its own); LinkSpeedExtSupported2 bit 1 is XDR.
+_EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
+_WIDTH_1X_4X, _WIDTH_1X_2X_4X = 0x03, 0x13
+_pack_port_info = PORT_INFO.packer(
+    "Mkey",
+    "GidPrefix",
+    "Lid",
+    "SMLid",
+    "CapMask",
+    "MkeyLeasePeriod",
+    "LinkWidthEnabled",
+    "LinkWidthSupported",
+    "LinkWidthActive",
+    "LinkSpeedSupported",
+    "LinkState",
+    "PhysLinkState",
+    "LinkDownDefState",
+    "ProtectBits",
+    "LMC",
+    "LinkSpeedActive",
+    "LinkSpeedEnabled",
+    "NeighborMTU",
+    "SMSL",
+    "VLCap",
+    "VLHighLimit",
+    "VLArbHighCap",
+    "VLArbLowCap",
+    "MtuCap",
+    "VLStallCount",
+    "HoqLife",
+    "OperVLs",
+    "PartEnforceInb",
+    "PartEnforceOutb",
+    "FilterRawInb",
+    "FilterRawOutb",
+    "MkeyViolations",
+    "PkeyViolations",
+    "QkeyViolations",
+    "InitReply",
+    "GuidCap",
+    "ClientReregister",
+    "McastPkeyTrapSuppressionEnabled",
+    "SubnetTimeout",
+    "RespTimeVal",
+    "LocalPhysErr",
+    "OverrunErr",
+    "LinkSpeedExtActive2",
+    "LinkSpeedExtSupported2",
+    "LinkSpeedExtEnabled2",
+    "CapabilityMask2",
+    "LinkSpeedExtActive",
+    "LinkSpeedExtSupported",
+    "LinkSpeedExtEnabled",
+)
+# A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
+# unit of PortXmitData/PortRcvData.
+MAD_WORDS = 72
+# What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
+# checks in both directions on every external port (fabriclab.sim.fabric.partitions.enforce runs
+# them at the ingress and egress switch ports, by the port's PartEnforceInb/Outb), with
+# a P_Key table of PartitionEnforcementCap entries per external port (64, the table size
+# ibsim gives Mellanox switches).  Raw packets are never carried, so none are filtered:
+# FilterRawInbound/Outbound stay 0 (ibsim advertises them, switchinfo byte 16 = 0x30).
+PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
+FILTER_RAW = 0
+# SL-to-VL after reset: SL i on VL i for i < 15 (a table of 4-bit entries, 2 per byte).
+DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
+
+
+class Generation:
+    """A number that grows with every change that can move traffic: a forwarding-table
+    write and any change of a port's state (its ``changed``).  Whoever routes flows
+    over the fabric compares it with the number it routed at (one per fabric)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        """Something that routes depend on changed."""
+        self.value += 1
+
+
+class SimSwitch:
+    """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
+
+    __slots__ = (
+        "caps",
+        "def_mcast_not_prim",
+        "def_mcast_prim",
+        "def_port",
+        "enhanced_port0",
+        "gen",
+        "lft",
+        "lft_top",
+        "lifetime",
+        "mft",
+        "mft_top",
+        "state_change",
+    )
+
+    def __init__(
+        self, caps: devices.ManagementCaps, enhanced_port0: bool, gen: Generation | None = None
+    ):
+        self.caps = caps
+        self.gen = gen if gen is not None else Generation()
+        self.enhanced_port0 = enhanced_port0
+        self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
+        self.lft_top = 0
+        self.mft: dict[tuple[int, int], bytes] = {}  # (block, position) -> 64 bytes
+        self.mft_top = 0
+        self.lifetime = 0
+        self.state_change = 1  # a switch that just came up reports a port change
+        self.def_port = 0
+        self.def_mcast_prim = 0xFF
+        self.def_mcast_not_prim = 0xFF
+
+    def out_port(self, lid: int) -> int:
+        """The LFT entry for ``lid``: a port number, or 0xFF for "not routed"."""
+        if lid > self.lft_top or lid >= len(self.lft):
+            return 0xFF
+        return self.lft[lid]
+
+    def write_lft_block(self, block: int, data: bytes) -> None:
+        """Set the LFT entries of LIDs 64 * block ... 64 * block + 63."""
+        end = (block + 1) * 64
+        if len(self.lft) < end:
+            self.lft.extend(b"\xff" * (end - len(self.lft)))
+        self.lft[block * 64 : end] = data[:64]
+        self.gen.bump()
+
+    def lft_block(self, block: int) -> bytes:
+        """The LFT entries of a block (0xFF where never set)."""
+        chunk = bytes(self.lft[block * 64 : (block + 1) * 64])
+        return chunk + b"\xff" * (64 - len(chunk))
+
+    def switch_info(self) -> bytes:
+        """The encoded SwitchInfo."""
+        c = self.caps
+        return SWITCH_INFO.pack(
+            {
+                "LinearFdbCap": c.linear_fdb_cap,
+                "McastFdbCap": c.mcast_fdb_cap,
+                "LinearFdbTop": self.lft_top,
+                "DefPort": self.def_port,
+                "DefMcastPrimPort": self.def_mcast_prim,
+                "DefMcastNotPrimPort": self.def_mcast_not_prim,
+                "LifeTime": self.lifetime,
+                "StateChange": self.state_change,
+                "OptSLtoVLMapping": 1,
+                "LidsPerPort": 0,
+                "PartEnforceCap": c.part_enforce_cap,
+                "InboundPartEnf": PART_ENFORCE_IN,
+                "OutboundPartEnf": PART_ENFORCE_OUT,
+                "FilterRawInbound": FILTER_RAW,
+                "FilterRawOutbound": FILTER_RAW,
+                "EnhancedPort0": int(self.enhanced_port0),
+                "MulticastFDBTop": self.mft_top,
+            }
+        )
+
+
+class SimPort:
+    """One port's run-time state; ``pi`` caches its encoded PortInfo."""
+
+    __slots__ = (
+        "cap_mask",
+        "cap_mask2",
+        "client_rereg",
+        "counters",
+        "fabric_port",
+        "fdr10_enabled",
+        "filter_raw_in",
+        "filter_raw_out",
+        "gen",
+        "gid_prefix",
+        "guid",
+        "guid_cap",
+        "guids",
+        "held",
+        "hoq_life",
+        "init_reply",
+        "is_endport",
+        "lid",
+        "link_down_def",
+        "lmc",
+        "local_phy_err",
+        "mad_in",
+        "mad_out",
+        "mcast_pkey_trap",
+        "mkey",
+        "mkey_lease",
+        "mkey_protect",
+        "mkey_violations",
+        "neighbor_mtu",
+        "node",
+        "num",
+        "op_vls",
+        "overrun_err",
+        "part_enf_in",
+        "part_enf_out",
+        "peer",
+        "phys",
+        "pi",
+        "pkey_violations",
+        "pkeys",
+        "qkey_violations",
+        "resp_time",
+        "sl2vl",
+        "smlid",
+        "smsl",
+        "speed_enabled",
+        "speed_ext2_enabled",
+        "speed_ext2_supported",
+        "speed_ext_enabled",
+        "speed_ext_supported",
+        "speed_trained",
+        "state",
+        "state_change_enable",
+        "subnet_timeout",
+        "traffic",
+        "vl_high_limit",
+        "vl_stall",
+        "vlarb",
+        "width_enabled",
+        "width_supported",
+        "width_trained",
+    )
+
+    def __init__(self, node: SimNode, model: Port):
+        self.node = node
+        self.num = model.num
+        self.fabric_port = model  # the port as built (cabling, link rate)
+        self.guid = model.guid
+        self.peer: SimPort | None = None
+        caps = node.caps
+        switch_ext = node.is_switch and model.num != 0
+        self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
+        self.lid = 0 if switch_ext else (node.fabric_node.lid if node.is_switch else model.lid)
+        self.lmc = 0 if switch_ext else (node.fabric_node.lmc if node.is_switch else model.lmc)
+        self.smlid = 0
+        self.smsl = 0
+        if model.num == 0:
+            self.state, self.phys = PortState.ACTIVE, PhysState.LINKUP
+        elif model.peer is not None:
+            self.state, self.phys = PortState.INIT, PhysState.LINKUP
+        else:
+            self.state, self.phys = PortState.DOWN, PhysState.POLLING
+        self.link_down_def = PhysState.POLLING
+        native = node.native_speed
+        wide = native.order >= _NDR.order
+        self.width_supported = _WIDTH_1X_2X_4X if wide else _WIDTH_1X_4X
+        self.width_enabled = self.width_supported
+        self.speed_enabled = 0x7  # SDR, DDR, QDR
+        # an XDR device also speaks every extended speed up to NDR
+        self.speed_ext_supported = 0xF if native.ext2 else _EXT_SUPPORTED.get(native.ext, 0)
+        self.speed_ext_enabled = self.speed_ext_supported
+        self.speed_ext2_supported = 1 if native.ext2 else 0
+        self.speed_ext2_enabled = self.speed_ext2_supported
+        self.fdr10_enabled = 1 if native.order >= SPEEDS["FDR10"].order else 0
+        self.state_change_enable = 0
+        self.neighbor_mtu = caps.mtu_cap
+        self.op_vls = 1  # VL0 until the SM says more
+        self.vl_high_limit = 0
+        self.hoq_life = 31
+        self.vl_stall = 7
+        self.gid_prefix = 0 if switch_ext else 0xFE80000000000000
+        self.mkey = 0
+        self.mkey_lease = 0
+        self.mkey_protect = 0
+        self.subnet_timeout = 0
+        self.resp_time = 16
+        self.client_rereg = 0
+        self.mcast_pkey_trap = 0
+        # Partition enforcement and raw filtering apply to switch external ports only
+        # (IBA Vol. 1, 14.2.5.6: reserved on other ports; OpenSM's osm_pkey_mgr.c passes
+        # only switch ports to pkey_mgr_enforce_partition).  fabriclab's switches power on
+        # enforcing on every external port (ibsim's start with it off: sim_net.c swport
+        # template, byte 43 = 0x40); the SM's PortInfo Set decides from then on - OpenSM
+        # sets it on CA-facing ports and clears it on inter-switch links.
+        self.part_enf_in = self.part_enf_out = 1 if switch_ext else 0
+        self.filter_raw_in = self.filter_raw_out = 0
+        # 16-bit violation counters (RW: the SM may clear them, 14.2.5.6)
+        self.mkey_violations = self.pkey_violations = self.qkey_violations = 0
+        # thresholds of LocalLinkIntegrityErrors / ExcessiveBufferOverrunErrors: 0 at
+        # power-on as in ibsim's port templates; OpenSM writes 8 (osm_link_mgr.c,
+        # OSM_DEFAULT_ERROR_THRESHOLD)
+        self.local_phy_err = self.overrun_err = 0
+        self.init_reply = 0
+        self.cap_mask = 0 if switch_ext else caps.cap_mask
+        self.cap_mask2 = 0 if switch_ext else caps.cap_mask2
+        self.guid_cap = 0 if switch_ext else caps.guid_cap
+        size = caps.part_enforce_cap if switch_ext else caps.partition_cap
+        self.pkeys = bytearray(2 * size)
+        if size:
+            self.pkeys[0:2] = b"\xff\xff"  # the default partition, full member
+        self.sl2vl: dict[int, bytes] = {}  # (in port << 8 | out port) -> 8 bytes, when set
+        self.vlarb: dict[int, bytes] = {}  # block 1..4 -> 64 bytes, when set
+        self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
+        self.counters = Counters()
+        self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
+        # data traffic through this port not yet in the counters: called with the port
+        # by flush (set by a traffic engine, :mod:`..live.traffic`)
+        self.traffic: Callable[[SimPort], None] | None = None
+        self.gen = node.gen
+        self.pi: bytes | None = None
+        # the live fabric's faults (sim/live.py): how many faults hold the link down, and
+        # the width/speed a degraded link retrained at (None: as cabled)
+        self.held = 0
+        self.width_trained: Width | None = None
+        self.speed_trained: Speed | None = None
+
+    # --- PortInfo -----------------------------------------------------------------
+
+    @property
+    def up(self) -> bool:
+        """Whether the port's link is physically up."""
+        return self.phys == PhysState.LINKUP and self.peer is not None
+
+    def port_info(self) -> bytes:
+        """The encoded PortInfo (LocalPort left 0: it depends on where the SMP came in)."""
+        if self.pi is None:
+            self.pi = self._encode_port_info()
+        return self.pi
+
+    def changed(self) -> None:
+        """The port's state changed: its PortInfo is encoded anew when next read, and
+        routes over the fabric may have changed."""
+        self.pi = None
+        self.gen.bump()
+
+    def _encode_port_info(self) -> bytes:
+        m = self.fabric_port
+        caps = self.node.caps
+        # the model holds what a port shows: its link's rate, or 4x SDR when it is down;
+        # a degraded link shows the width and speed it retrained at
+        speed = (self.speed_trained or m.speed) if self.num else None
+        width = (self.width_trained or m.width) if self.num else None
+        return _pack_port_info(
+            Mkey=self.mkey,
+            GidPrefix=self.gid_prefix,
+            Lid=self.lid,
+            SMLid=self.smlid,
+            CapMask=self.cap_mask,
+            MkeyLeasePeriod=self.mkey_lease,
+            LinkWidthEnabled=self.width_enabled,
+            LinkWidthSupported=self.width_supported,
+            LinkWidthActive=width.value if width else 2,  # port 0: 4x
+            LinkSpeedSupported=0x7,  # SDR, DDR, QDR
+            LinkState=self.state,
+            PhysLinkState=self.phys,
+            LinkDownDefState=self.link_down_def,
+            ProtectBits=self.mkey_protect,
+            LMC=self.lmc,
+            LinkSpeedActive=speed.speed if speed else 1,
+            LinkSpeedEnabled=self.speed_enabled,
+            NeighborMTU=self.neighbor_mtu,
+            SMSL=self.smsl,
+            VLCap=caps.vl_cap,
+            VLHighLimit=self.vl_high_limit,
+            VLArbHighCap=caps.vl_arb_high_cap,
+            VLArbLowCap=caps.vl_arb_low_cap,
+            MtuCap=caps.mtu_cap,
+            VLStallCount=self.vl_stall,
+            HoqLife=self.hoq_life,
+            OperVLs=self.op_vls,
+            PartEnforceInb=self.part_enf_in,
+            PartEnforceOutb=self.part_enf_out,
+            FilterRawInb=self.filter_raw_in,
+            FilterRawOutb=self.filter_raw_out,
+            MkeyViolations=self.mkey_violations,
+            PkeyViolations=self.pkey_violations,
+            QkeyViolations=self.qkey_violations,
+            InitReply=self.init_reply,
+            GuidCap=self.guid_cap,
+            ClientReregister=self.client_rereg,
+            McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
+            SubnetTimeout=self.subnet_timeout,
+            RespTimeVal=self.resp_time,
+            LocalPhysErr=self.local_phy_err,
+            OverrunErr=self.overrun_err,
+            LinkSpeedExtActive2=speed.ext2 if speed else 0,
+            LinkSpeedExtSupported2=self.speed_ext2_supported,
+            LinkSpeedExtEnabled2=self.speed_ext2_enabled,
+            CapabilityMask2=self.cap_mask2,
+            LinkSpeedExtActive=speed.ext if speed else 0,
+            LinkSpeedExtSupported=self.speed_ext_supported,
+            LinkSpeedExtEnabled=self.speed_ext_enabled,
+        )
+
+    def flush(self) -> Counters:
+        """The port's counters, with the MADs that crossed it since the last read."""
+        c = self.counters
+        if self.traffic is not None:
+            self.traffic(self)
+        if self.mad_out or self.mad_in:
+            c.count_packets(self.mad_out, self.mad_in, MAD_WORDS)
+            self.mad_out = self.mad_in = 0
+        return c
+
+    def has_lid(self, lid: int) -> bool:
+        """Whether ``lid`` is one of this end port's (its base LID and LMC)."""
+        return self.is_endport and self.lid != 0 and self.lid <= lid < self.lid + (1 << self.lmc)
+
+    def ref(self) -> str:
+        """The port for the log: its node's description and its number."""
+        return f"{self.node.fabric_node.desc!r}[{self.num}]"
+
+    def __repr__(self) -> str:
+        return f"<SimPort {self.ref()} lid {self.lid} {PortState(self.state).name}>"
+
+
+class SimNode:
+    """A node as its SMA sees itself: identity, caps, ports, and a switch's tables."""
+
+    __slots__ = (
+        "_node_info",
+        "caps",
+        "fabric_node",
+        "gen",
+        "index",
+        "is_switch",
+        "native_speed",
+        "node_desc",
+        "ports",
+        "sw",
+    )
+
+    def __init__(self, model: Node, index: int, gen: Generation | None = None):
+        self.fabric_node = model  # the node as built (identity, ports, cabling)
+        self.index = index
+        self.gen = gen if gen is not None else Generation()
+        self.is_switch = model.type == NodeType.SWITCH
+        self.caps = devices.management_caps(model.devid, self.is_switch)
+        self.native_speed = self._native_speed(model)
+        self.node_desc = model.desc.encode("utf-8", "replace")[:64].ljust(64, b"\0")
+        self.ports: list[SimPort | None] = [
+            SimPort(self, p) if p is not None else None for p in model.ports
+        ]
+        self.sw = SimSwitch(self.caps, model.enhanced_port0, self.gen) if self.is_switch else None
+        self._node_info: dict[int, bytes] = {}
+
+    @staticmethod
+    def _native_speed(model: Node):
+        m = model.hardware
+        if m is not None and getattr(m, "rate", None) in SPEEDS:
+            return SPEEDS[m.rate]
+        fastest = [p.speed for p in model.iter_ports() if p.peer is not None]
+        return max(fastest, key=lambda s: s.order) if fastest else _NDR
+
+    def node_info(self, local_port: int) -> bytes:
+        """NodeInfo as read through ``local_port`` (LocalPortNum, and a CA's PortGUID)."""
+        ni = self._node_info.get(local_port)
+        if ni is None:
+            m = self.fabric_node
+            port = self.ports[local_port]
+            ni = NODE_INFO.pack(
+                {
+                    "BaseVers": 1,
+                    "ClassVers": 1,
+                    "NodeType": int(m.type),
+                    "NumPorts": m.nports,
+                    "SystemGuid": m.sysimgguid,
+                    "Guid": m.guid,
+                    "PortGuid": m.port_guid if self.is_switch or port is None else port.guid,
+                    "PartCap": self.caps.partition_cap,
+                    "DevId": m.devid,
+                    "Revision": m.revision,
+                    "LocalPort": local_port,
+                    "VendorId": m.vendid,
+                }
+            )
+            self._node_info[local_port] = ni
+        return ni
+
+    def port(self, num: int) -> SimPort | None:
+        """Port ``num``, or None when the node has no such port."""
+        if 0 <= num < len(self.ports):
+            return self.ports[num]
+        return None
+
+
+class SimFabric:
+    """Every node and port of a fabric, wired as the model cables them.  ``cold``: the
+    end ports power on with no LID, as real hardware does (see :meth:`power_on_cold`)."""
+
+    def __init__(self, fabric: Fabric, cold: bool = False):
+        self.fabric = fabric
+        # bumped by every forwarding-table write and port change (see Generation)
+        self.generation = Generation()
+        self.nodes = [SimNode(n, i, self.generation) for i, n in enumerate(fabric.nodes)]
+        self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
+        for sn in self.nodes:
+            for sp in sn.ports:
+                if sp is not None and sp.fabric_port.peer is not None:
+                    far = sp.fabric_port.peer
+                    sp.peer = self.by_model[id(far.node)].ports[far.num]
+        if cold:
+            self.power_on_cold()
+
+    def node_of(self, model: Node) -> SimNode:
+        """The run-time node of a model node."""
+        return self.by_model[id(model)]
+
+    def port_of(self, model: Port) -> SimPort:
+        """The run-time port of a model port."""
+        return self.by_model[id(model.node)].ports[model.num]  # type: ignore[return-value]
+
+    def power_on_cold(self) -> None:
+        """Every end port as after a real power-on with no SM yet: LID 0, LMC 0, SM LID 0
+        (ibsim: its port templates hold LID 0 and SMLID 0 until an SM sets them, and
+        link_ports puts a cabled port in Init, sim_net.c).  Cabled ports are already
+        physically up and INIT."""
+        for sn in self.nodes:
+            for sp in sn.ports:
+                if sp is not None and sp.is_endport:
+                    sp.lid = sp.lmc = sp.smlid = 0
+                    sp.changed()

@@ -1,0 +1,506 @@
+"""The live fabric: faults, scenarios, traffic and time on a running fabric server, as a
+Python API (``fabriclab fault|events|scenario|traffic|clock`` reach it through
+:mod:`..run.admin`; a web API can wrap the same calls).
+
+Every change shows at once through PortInfo and trap 128 (:mod:`..fabric.links`), the MAD path
+(:mod:`..wire.dispatch`'s drops), the counters and the event log (:mod:`.events`), and is
+written to the journal (:mod:`.journal`) so that ``up --resume`` brings it back.  Time
+is the fabric's clock (:mod:`.clock`): wall time, or a virtual clock that moves only
+when :meth:`LiveFabric.advance` is called, which makes every counter and event exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+
+from ...errors import FabriclabError, InputError, Problem
+from ...model.cluster import Cluster
+from ..host import hostview, views
+from . import events as ev_mod
+from . import journal, traffic_cmd
+from .clock import VirtualClock
+from .faults import KINDS, FaultBook, check_options
+from .scenario import FAULT_VERBS, Scenario, Step
+from .scenario import parse as parse_scenario
+from .targets import LINK, SWITCH, TRAY, Resolver, Target
+
+log = logging.getLogger("fabriclab.sim")
+
+_BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
+_JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
+
+
+class _NoLog:
+    """The event log of a fabric without a state directory (in-process use)."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.events: list[dict] = []
+        self.next_id = 1
+
+    def emit(self, kind, object_name: str, description: str) -> dict:
+        e = {
+            "id": self.next_id,
+            "name": kind.name,
+            "event_type": str(kind.event_type),
+            "severity": kind.severity,
+            "object_name": object_name,
+            "description": description,
+            "sim_time": round(self.clock.now(), 6),
+        }
+        self.next_id += 1
+        self.events.append(e)
+        return e
+
+    def close(self) -> None:
+        pass
+
+
+class LiveFabric:
+    """Faults, scenarios, traffic and time on ``server`` (a :class:`FabricServer`) of
+    ``cluster``.  With ``state`` and ``name``, events and the journal are kept in the
+    state directory; ``traffic`` is the traffic engine, when there is one."""
+
+    def __init__(
+        self,
+        server,
+        cluster: Cluster,
+        clock,
+        *,
+        state: Path | None = None,
+        name: str = "",
+        traffic=None,
+        meta: dict | None = None,
+    ):
+        self.server = server
+        self.sim = server.sim
+        self.links = server.links
+        self.drops = server.dispatch.drops
+        self.clock = clock
+        self.resolver = Resolver(cluster, self.sim)
+        self.events = (
+            ev_mod.EventLog(ev_mod.events_path(state, name), clock)
+            if state is not None
+            else _NoLog(clock)
+        )
+        self.journal_path = journal.journal_path(state, name) if state is not None else None
+        self.book = FaultBook(self)
+        self.scenarios: list[Scenario] = []
+        self.traffic = traffic
+        self.meta = meta or {}  # what the journal must match to be resumed (spec, trays)
+        self._last = clock.now()
+        self._saved = 0.0
+        self._wake_at = 0.0
+
+    # --- plumbing the fault book uses -------------------------------------------------
+
+    def event(self, kind, object_name: str, description: str) -> dict:
+        """Write an event."""
+        return self.events.emit(kind, object_name, description)
+
+    def resolve(self, text: str, kind: str = "down") -> Target:
+        """The target ``text`` names, for a fault of ``kind``."""
+        return self.resolver.resolve(text, port0=(kind == "drop"))
+
+    # --- faults -----------------------------------------------------------------------
+
+    def fault(self, kind: str, target: str, **options) -> dict:
+        """Inject a fault: ``down``, ``flap`` (period, count), ``degrade`` (width,
+        speed), ``errors`` (ber, down_after) or ``drop`` (rate, seed) on ``target``; the
+        fault as :meth:`faults` lists it."""
+        if kind == "up":
+            return {"cleared": self.up(target)}
+        if kind not in KINDS:
+            raise InputError([Problem(kind, f"unknown fault (known: {', '.join(KINDS)}, up)")])
+        t = self.resolve(target, kind)
+        opts = check_options(kind, t, options)
+        self.catch_up()
+        f = self.book.add(kind, t, opts)
+        if kind == "flap":
+            self.book.run_due(self.clock.now())  # its first transition is now
+        self.save()
+        return f.to_json()
+
+    def up(self, target: str) -> list[int]:
+        """Bring ``target``'s links back: clear the down and flap faults holding them
+        (a link of a switch or tray that is down comes back with the switch or tray);
+        the ids cleared."""
+        t = self.resolve(target)
+        mine = {id(q) for p in t.ports for q in (p, p.peer) if q is not None}
+        found = []
+        for f in list(self.book.faults.values()):
+            if f.kind not in ("down", "flap"):
+                continue
+            other = self.book.targets[f.id]
+            theirs = {id(q) for p in other.ports for q in (p, p.peer) if q is not None}
+            if not mine & theirs:
+                continue
+            if t.kind == LINK and other.kind in (SWITCH, TRAY):
+                raise InputError(
+                    [
+                        Problem(
+                            target,
+                            f"held down by fault {f.id} ({other.kind} {other.text} down): "
+                            f"'fault up {other.text}' or 'fault clear {f.id}'",
+                        )
+                    ]
+                )
+            found.append(f)
+        if not found:
+            raise InputError([Problem(target, "no fault holds it down")])
+        self.catch_up()
+        for f in found:
+            self.book.clear(f)
+        self.save()
+        return [f.id for f in found]
+
+    def clear(self, fault_id: int | None = None) -> list[int]:
+        """Clear fault ``fault_id``, or every fault; the ids cleared."""
+        book = self.book
+        if fault_id is None:
+            todo = sorted(book.faults)
+        elif fault_id in book.faults:
+            todo = [fault_id]
+        else:
+            raise InputError([Problem(str(fault_id), "no such fault (see 'fault list')")])
+        self.catch_up()
+        for i in todo:
+            book.clear(book.faults[i])
+        self.save()
+        return todo
+
+    def clear_target(self, target: str) -> list[int]:
+        """Clear every fault on ``target`` (a scenario's ``clear TARGET``)."""
+        t = self.resolve(target, "drop")
+        mine = {id(q) for p in t.ports for q in (p, p.peer) if q is not None}
+        ids = [
+            f.id
+            for f in self.book.faults.values()
+            if mine
+            & {id(q) for p in self.book.targets[f.id].ports for q in (p, p.peer) if q is not None}
+        ]
+        if not ids:
+            raise InputError([Problem(target, "has no fault to clear")])
+        for i in ids:
+            self.clear(i)
+        return ids
+
+    def faults(self) -> list[dict]:
+        """The faults in force."""
+        return [f.to_json() for f in self.book.faults.values()]
+
+    # --- time -------------------------------------------------------------------------
+
+    def _next_due(self) -> float | None:
+        due = [self.book.next_due(), *(s.next_due() for s in self.scenarios)]
+        known = [d for d in due if d is not None]
+        return min(known) if known else None
+
+    def _busy(self) -> bool:
+        return any(f.kind == "errors" for f in self.book.faults.values()) or bool(
+            self.traffic is not None and self.traffic.flows()
+        )
+
+    def _accrue(self, upto: float) -> None:
+        """Move errors and traffic on to clock time ``upto``."""
+        dt = upto - self._last
+        if dt > 0:
+            if self.traffic is not None:
+                self.traffic.advance()
+            self.book.accrue(dt)
+        self._last = max(self._last, upto)
+
+    def _run_due(self, now: float) -> None:
+        self.book.run_due(now)
+        for sc in self.scenarios:
+            while not sc.finished and sc.next_due() <= now:  # type: ignore[operator]
+                step = sc.steps[sc.done]
+                sc.done += 1
+                try:
+                    self._do(step)
+                    sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
+                except FabriclabError as e:
+                    sc.log.append(f"{step.where}: {e}")
+                    log.warning("scenario %s: %s: %s", sc.name, step.where, e)
+        self.scenarios = [s for s in self.scenarios if not s.finished]
+
+    def catch_up(self) -> None:
+        """Bring errors, traffic, flaps and scenarios up to the clock's now (wall time:
+        called from the server's loop; a virtual clock: nothing moves by itself)."""
+        now = self.clock.now()
+        while True:
+            due = self._next_due()
+            if due is None or due > now:
+                break
+            self._accrue(due)
+            self._run_due(due)
+        self._accrue(now)
+
+    def wake(self) -> float:
+        """The server loop's hook (called after each of its wake-ups, so after every
+        burst of MADs): catch up when it is time to; seconds until it should be."""
+        real = time.monotonic()  # (a virtual clock does not move by itself)
+        if real < self._wake_at:
+            return self._wake_at - real
+        wait = _JOURNAL_EVERY
+        if not self.clock.virtual:
+            self.catch_up()
+            due = self._next_due()
+            if due is not None:
+                wait = min(wait, max(0.0, due - self.clock.now()))
+            if self._busy():
+                wait = min(wait, _BUSY_WAKE)
+        self._periodic_save()
+        self._wake_at = time.monotonic() + wait
+        return wait
+
+    def _changed(self) -> None:
+        """Something was scheduled: the loop's next wake-up is worked out anew."""
+        self._wake_at = 0.0
+
+    def advance(self, seconds: float) -> float:
+        """Move a virtual clock forward by ``seconds``, carrying out on the way every
+        flap, scenario step, error and byte of traffic due; the new time."""
+        clock = self.clock
+        if not isinstance(clock, VirtualClock):
+            raise InputError(
+                [Problem("clock", "the fabric runs on wall time (start it with --virtual-clock)")]
+            )
+        if not 0 <= seconds <= 10 * 365 * 86400:
+            raise InputError([Problem("SECONDS", f"{seconds!r}: want 0 to 10 years")])
+        end = clock.now() + seconds
+        while True:
+            due = self._next_due()
+            if due is None or due > end:
+                clock.advance(max(0.0, end - clock.now()))
+                self._accrue(end)
+                break
+            clock.advance(max(0.0, due - clock.now()))
+            self._accrue(due)
+            self._run_due(due)
+        self.save()
+        return clock.now()
+
+    # --- scenarios --------------------------------------------------------------------
+
+    def scenario(self, text: str, source: str) -> dict:
+        """Check the scenario in ``text`` (from ``source``) whole, then start it; a
+        problem is an error naming the line, and nothing is changed."""
+        sc = parse_scenario(text, source, self._check_step)
+        sc.start = self.clock.now()
+        self.catch_up()
+        self.scenarios.append(sc)
+        self._run_due(sc.start)
+        self.save()
+        return {
+            "name": sc.name,
+            "steps": len(sc.steps),
+            "start": sc.start,
+            "end": sc.start + sc.steps[-1].at,
+            "virtual": self.clock.virtual,
+        }
+
+    def scenarios_running(self) -> list[dict]:
+        """The scenarios still running."""
+        return [s.to_json() for s in self.scenarios]
+
+    def _check_step(self, step: Step) -> None:
+        verb, args = step.verb, step.args
+        if verb == "traffic":
+            self._check_traffic(args, step.options)
+            return
+        if verb == "clear":
+            if len(args) != 1:
+                raise InputError(
+                    [Problem("clear", "want 'clear TARGET', 'clear ID' or 'clear all'")]
+                )
+            if args[0] != "all" and not args[0].isdigit():
+                self.resolve(args[0], "drop")
+            return
+        if len(args) != 1:
+            raise InputError([Problem(verb, f"want '{verb} TARGET'")])
+        t = self.resolve(args[0], verb)
+        if verb != "up":
+            check_options(verb, t, step.options)
+
+    def _do(self, step: Step) -> None:
+        verb, args = step.verb, step.args
+        if verb == "traffic":
+            self.traffic_request(args[0], args[1:], step.options)
+        elif verb == "clear":
+            a = args[0]
+            if a == "all":
+                self.clear()
+            elif a.isdigit():
+                self.clear(int(a))
+            else:
+                self.clear_target(a)
+        elif verb in FAULT_VERBS:
+            self.fault(verb, args[0], **step.options)
+
+    # --- traffic ----------------------------------------------------------------------
+
+    def _check_traffic(self, args: list[str], options: dict) -> tuple:
+        """A traffic command's words and options checked: (verb, ports, bytes, rate)."""
+        if self.traffic is None:
+            raise InputError([Problem("traffic", "this fabric has no traffic engine")])
+        return traffic_cmd.parse(self.resolver.cluster, self.sim, args, options)
+
+    def traffic_request(self, verb: str, args: list[str], options: dict):
+        """A traffic command: ``send FROM TO``, ``all-to-all SET``, ``ring SET`` (with
+        ``bytes`` or ``rate``), ``stop [ID]``, ``list``; the flows it started or
+        stopped, or every flow."""
+        verb, ports, size, rate = self._check_traffic([verb, *args], options)
+        eng = self.traffic
+        self.catch_up()
+        if verb == "list":
+            return [traffic_cmd.flow_json(f) for f in eng.flows()]
+        if verb == "stop":
+            eng.stop(ports)
+            ids = [ports] if ports is not None else []
+        elif verb == "send":
+            ids = [eng.add(ports[0], ports[1], bytes=size, rate=rate)]
+        elif verb == "all-to-all":
+            ids = list(eng.all_to_all(ports, bytes=size, rate=rate))
+        else:
+            ids = list(eng.ring(ports, bytes=size, rate=rate))
+        self.save()
+        return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
+
+    # --- what tools on a tray see ---------------------------------------------------
+
+    def nvidia_smi(self, host: str, args: list[str]) -> str:
+        """What ``nvidia-smi ARGS`` prints on tray ``host`` now (NVLink faults and all)."""
+        return views.nvidia_smi_on(self.resolver.cluster, host, args)
+
+    def topology_inputs(self, where: str | None) -> dict:
+        """What ``fabriclab topology`` reads of the fabric now: the ibnetdiscover of
+        ``where`` (a tray; default: the first one with its link up) and every tray's
+        nvidia-smi answers, pdsh-prefixed."""
+        self.catch_up()
+        cluster = self.resolver.cluster
+        return {
+            "ibnetdiscover": views.ibnetdiscover_now(cluster, self.sim, where),
+            "nvidia_smi": views.nvidia_smi_pdsh(cluster),
+        }
+
+    # --- the journal ------------------------------------------------------------------
+
+    def snapshot(self, counters: bool = True) -> dict:
+        """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
+        book = self.book
+        doc = {
+            "meta": self.meta,
+            "clock": self.clock.now(),
+            "virtual": self.clock.virtual,
+            "next_fault": book.next_id,
+            "faults": [f.to_json() for f in book.faults.values()],
+            "ber": {
+                str(fid): {k: e.to_json() for k, e in ends.items()}
+                for fid, ends in book.ends.items()
+            },
+            "scenarios": [s.to_json() for s in self.scenarios],
+            "traffic": traffic_cmd.flows_doc(self.traffic) if self.traffic is not None else [],
+        }
+        if counters:
+            doc["counters"] = journal.counters_doc(self.sim)
+        return doc
+
+    def save(self) -> None:
+        """Write the journal now."""
+        self._changed()  # every change is saved: the loop's next wake-up may be sooner
+        if self.journal_path is None:
+            return
+        t0 = time.monotonic()
+        journal.save(
+            self.journal_path, self.snapshot(counters=False), journal.counters_json(self.sim)
+        )
+        self._saved = time.monotonic()
+        self._save_cost = self._saved - t0
+
+    def _periodic_save(self) -> None:
+        if self.journal_path is None:
+            return
+        # a big fabric's counters take a while to write: never more than a tenth of the time
+        every = max(_JOURNAL_EVERY, 10 * getattr(self, "_save_cost", 0.0))
+        if time.monotonic() - self._saved >= every:
+            self.save()
+
+    def restore(self, doc: dict) -> None:
+        """Bring back a journal's state (``up --resume``): counters, faults as they
+        were (without counting, trapping or logging again what had already happened),
+        scenarios where they were."""
+        from .ber import EndState
+
+        journal.restore_counters(self.sim, doc.get("counters", {}))
+        book = self.book
+        for fd in doc.get("faults", []):
+            t = self.resolve(fd["target"], fd["kind"])
+            book.next_id = fd["id"]
+            f = book.add(fd["kind"], t, fd["options"], quiet=True)
+            f.since = fd["since"]
+            f.progress = dict(fd.get("progress", {}))
+            if f.kind == "flap" and f.progress.get("down"):
+                book.hold(t.ports[0], quiet=True)
+            if f.kind == "errors":
+                saved = doc.get("ber", {}).get(str(f.id), {})
+                book.ends[f.id] = {int(k): EndState(**v) for k, v in saved.items()}
+        book.next_id = max(book.next_id, int(doc.get("next_fault", 1)))
+        self.scenarios = [Scenario.from_json(s) for s in doc.get("scenarios", [])]
+        if self.traffic is not None:
+            traffic_cmd.restore_flows(self.traffic, self.sim, doc.get("traffic") or [])
+        self._last = self.clock.now()
+
+    def close(self) -> None:
+        """Save the journal one last time and close the event log."""
+        self.save()
+        self.events.close()
+
+    # --- the admin protocol -----------------------------------------------------------
+
+    def request(self, req: dict):
+        """One request of the admin socket (:mod:`..run.admin`): ``{"op": ..., ...}``; the
+        result (JSON-able).  User errors are FabriclabErrors."""
+        op = req.get("op")
+        if op == "fault":
+            opts = req.get("options") or {}
+            if not isinstance(opts, dict):
+                raise InputError([Problem("options", "want a mapping")])
+            return self.fault(str(req.get("kind")), str(req.get("target")), **opts)
+        if op == "faults":
+            self.catch_up()
+            return self.faults()
+        if op == "clear":
+            fid = req.get("id")
+            if fid is not None and not isinstance(fid, int):
+                raise InputError([Problem("ID", f"{fid!r} is not a fault id")])
+            return self.clear(fid)
+        if op == "scenario":
+            return self.scenario(str(req.get("text", "")), str(req.get("source", "scenario")))
+        if op == "scenarios":
+            return self.scenarios_running()
+        if op == "advance":
+            s = req.get("seconds")
+            if isinstance(s, bool) or not isinstance(s, (int, float)):
+                raise InputError([Problem("SECONDS", f"{s!r} is not a number of seconds")])
+            return {"now": self.advance(float(s))}
+        if op == "clock":
+            return {"now": self.clock.now(), "virtual": self.clock.virtual}
+        if op == "nvidia-smi":
+            return {"text": self.nvidia_smi(str(req.get("tray")), list(req.get("args") or []))}
+        if op == "topology-inputs":
+            where = req.get("from")
+            return self.topology_inputs(str(where) if where else None)
+        if op == "stats":  # what the server counted: MADs, answers, forwards, ...
+            return dataclasses.asdict(self.server.stats)
+        if op == "tray":
+            self.catch_up()
+            return hostview.tray_view(self.resolver.cluster, self.sim, req.get("host"))
+        if op == "traffic":
+            return self.traffic_request(
+                str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})
+            )
+        raise InputError([Problem("request", f"unknown operation {op!r}")])

@@ -1,0 +1,224 @@
+"""Scenario files: a YAML timeline of faults, their clearing and traffic, checked whole
+before any step runs.
+
+::
+
+    name: leaf-flap            # optional
+    steps:                     # (or the list of steps alone)
+      - at: 10s
+        do: flap LAB-IBLEAF-01[17]
+        period: 2s
+        count: 5
+      - at: 30s
+        do: degrade sched-worker1/mlx5_0[1]
+        width: 2x
+      - at: 40s
+        do: clear sched-worker1/mlx5_0[1]
+
+``do`` is ``VERB ARGS``: the verbs of ``fabriclab fault`` (down, up, flap, degrade,
+errors, drop; ``clear TARGET|ID|all``) and of ``fabriclab traffic`` (``traffic send FROM
+TO``, ``traffic all-to-all SET``, ``traffic ring SET``, ``traffic stop ID|all``); the
+other keys of a step are the command's options.  ``at`` is seconds from the start
+(``500ms``, ``10s``, ``2m``, or a number).  Every problem is an error naming the file's
+line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ...errors import FabriclabError, InputError, Problem
+from ...spec import yaml_guard
+
+FAULT_VERBS = ("down", "up", "flap", "degrade", "errors", "drop", "clear")
+TRAFFIC_VERBS = ("send", "all-to-all", "ring", "stop")
+STEPS_MAX = 10000
+_OPTIONS = {
+    "down": set(),
+    "up": set(),
+    "flap": {"period", "count"},
+    "degrade": {"width", "speed"},
+    "errors": {"ber", "down_after"},
+    "drop": {"rate", "seed"},
+    "clear": set(),
+    "traffic": {"bytes", "rate"},
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def seconds(value, where: str) -> float:
+    """A duration (``500ms``, ``10s``, ``2m``, ``1h`` or a number of seconds)."""
+    if isinstance(value, bool):
+        raise InputError([Problem(where, f"{value!r} is not a duration")])
+    if isinstance(value, (int, float)):
+        v = float(value)
+    else:
+        m = _DURATION.match(str(value)) if len(str(value)) < 40 else None
+        if not m:
+            raise InputError([Problem(where, f"{value!r} is not a duration (10s, 500ms, 2m)")])
+        v = float(m.group(1)) * _UNIT[m.group(2)]
+    if not 0 <= v <= 10 * 365 * 86400:
+        raise InputError([Problem(where, f"{value!r}: out of range")])
+    return v
+
+
+@dataclass
+class Step:
+    """One step: when (seconds from the start), the verb and its words, its options."""
+
+    at: float
+    verb: str
+    args: list[str]
+    options: dict
+    where: str  # FILE:LINE
+
+    def to_json(self) -> dict:
+        """For the journal."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Scenario:
+    """A checked timeline, and how far it has run."""
+
+    name: str
+    steps: list[Step]
+    start: float = 0.0  # clock seconds when it began
+    done: int = 0  # steps carried out
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step has run."""
+        return self.done >= len(self.steps)
+
+    def next_due(self) -> float | None:
+        """When the next step is due (clock seconds)."""
+        return None if self.finished else self.start + self.steps[self.done].at
+
+    def to_json(self) -> dict:
+        """For the journal and the API."""
+        return {
+            "name": self.name,
+            "start": self.start,
+            "done": self.done,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Scenario:
+        """Back from the journal."""
+        return cls(d["name"], [Step(**s) for s in d["steps"]], d["start"], d["done"])
+
+
+def parse(text: str, source: str, check) -> Scenario:
+    """The scenario in ``text`` (from file ``source``); ``check(step)`` validates a step
+    against the running fabric (raising a FabriclabError).  The first problem is an
+    InputError naming ``source:line``."""
+    data = yaml_guard.load(text, source, InputError)
+    name = source
+    steps_path: tuple = ()
+    if isinstance(data, dict):
+        unknown = set(data) - {"name", "steps"}
+        if unknown:
+            raise _at(
+                text,
+                source,
+                (sorted(unknown, key=str)[0],),
+                f"unknown key {sorted(unknown, key=str)[0]!r} (want name, steps)",
+            )
+        name = str(data.get("name", source))
+        raw = data.get("steps")
+        steps_path = ("steps",)
+    else:
+        raw = data
+    if not isinstance(raw, list) or not raw:
+        raise _at(text, source, steps_path, "want a list of steps (at:, do:)")
+    if len(raw) > STEPS_MAX:
+        raise _at(text, source, steps_path, f"{len(raw)} steps: at most {STEPS_MAX}")
+    lines = yaml_guard.lines_for(
+        text,
+        {(*steps_path, i, k) for i, s in enumerate(raw) if isinstance(s, dict) for k in s}
+        | {(*steps_path, i) for i in range(len(raw))},
+    )
+    steps = []
+    for i, item in enumerate(raw):
+        path = (*steps_path, i)
+
+        def where(key=None, path=path) -> str:
+            line = lines.get((*path, key)) if key is not None else None
+            return f"{source}:{line or lines.get(path, '?')}"
+
+        steps.append(_step(item, where, check))
+    steps.sort(key=lambda s: s.at)  # stable: steps at one time run in file order
+    return Scenario(name, steps)
+
+
+def _at(text: str, source: str, path: tuple, what: str) -> InputError:
+    line = yaml_guard.lines_for(text, {path}).get(path, 1)
+    return InputError([Problem(f"{source}:{line}", what)])
+
+
+def _step(item, where, check) -> Step:
+    if not isinstance(item, dict):
+        raise InputError([Problem(where(), "a step is a mapping with at: and do:")])
+    if "at" not in item or "do" not in item:
+        raise InputError([Problem(where(), "a step needs at: and do:")])
+    at = seconds(item["at"], where("at"))
+    do = item["do"]
+    if not isinstance(do, str) or not do.split():
+        raise InputError([Problem(where("do"), "do: wants 'VERB ARGS', e.g. 'flap LEAF[17]'")])
+    words = do.split()
+    verb, args = words[0], words[1:]
+    if verb not in FAULT_VERBS and verb != "traffic":
+        raise InputError(
+            [
+                Problem(
+                    where("do"),
+                    f"unknown verb {verb!r} (known: {', '.join((*FAULT_VERBS, 'traffic'))})",
+                )
+            ]
+        )
+    options = {}
+    for k, v in item.items():
+        if k in ("at", "do"):
+            continue
+        key = str(k).replace("-", "_")
+        if key not in _OPTIONS[verb]:
+            allowed = ", ".join(sorted(_OPTIONS[verb])) or "none"
+            raise InputError(
+                [Problem(where(k), f"{verb} takes no option {k!r} (options: {allowed})")]
+            )
+        if key == "period":
+            v = seconds(v, where(k))
+        options[key] = v
+    step = Step(at, verb, args, options, where("do"))
+    try:
+        check(step)
+    except FabriclabError as e:
+        p = e.problems[0]
+        raise InputError([Problem(where("do"), str(p))]) from None
+    except (TypeError, ValueError) as e:
+        raise InputError([Problem(where("do"), str(e))]) from None
+    return step
+
+
+FILE_MAX = 512 * 1024  # bytes of a scenario file
+
+
+def read_file(path) -> str:
+    """A scenario file's text, its size checked before it is read."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > FILE_MAX:
+            raise InputError([Problem(str(p), f"{size} bytes: a scenario is at most {FILE_MAX}")])
+        return p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError([Problem(str(p), f"cannot read: {e.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise InputError([Problem(str(p), "not UTF-8 text")]) from None

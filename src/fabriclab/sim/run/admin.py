@@ -1,0 +1,231 @@
+"""The running fabric's admin endpoint: a Unix stream socket in the state directory
+(``<name>.admin``) speaking JSON lines, served in the fabric server's own epoll loop,
+through which ``fabriclab fault|scenario|clock|traffic`` reach the live fabric
+(:mod:`..live.api`).  Not to be confused with :mod:`..wire.control`, the ibsim protocol's control
+channel the tools attach through.
+
+Each request is one line ``{"op": ..., ...}``; each answer one line, ``{"ok": true,
+"result": ...}`` or ``{"ok": false, "where": ..., "what": ...}``.  A malformed request
+gets that error and changes nothing.  Bounds: a request line of at most
+:data:`LINE_MAX` bytes, at most :data:`CLIENTS_MAX` connections at once (the oldest
+goes when another comes).  Only the server's own user may connect: the socket is 0600
+in the 0700 state directory, and the peer's uid (``SO_PEERCRED``) is checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ...errors import FabriclabError, InputError, Problem
+from ...statedir import state_dir
+from .records import Instance
+
+log = logging.getLogger("fabriclab.sim")
+
+LINE_MAX = 1 << 20  # a request line (a scenario file travels in one)
+CLIENTS_MAX = 16
+_UCRED = struct.Struct("iII")  # struct ucred (unix(7))
+_SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL (unix(7))
+
+
+def admin_path(state: Path, name: str) -> Path:
+    """Where fabric ``name``'s admin socket is."""
+    return state / f"{name}.admin"
+
+
+class _Conn:
+    __slots__ = ("buf", "since", "sock")
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = bytearray()
+        self.since = time.monotonic()
+
+
+class AdminServer:
+    """Serves ``handle(request) -> result`` on the socket at ``path`` inside
+    ``transport``'s loop (its :meth:`~.transport.Transport.watch`)."""
+
+    def __init__(self, path: Path, handle: Callable[[dict], object], transport):
+        self.path = path
+        self.handle = handle
+        self.transport = transport
+        self.sock: socket.socket | None = None
+        self.conns: dict[int, _Conn] = {}
+
+    def bind(self) -> None:
+        """Listen at ``path`` (a stale socket left by a killed server is replaced; any
+        other file there is refused)."""
+        if len(os.fsencode(self.path)) > _SUN_PATH_MAX:
+            raise InputError(
+                [
+                    Problem(
+                        str(self.path), "path too long for a Unix socket (set FABRICLAB_STATE_DIR)"
+                    )
+                ]
+            )
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+                raise InputError([Problem(str(self.path), "exists and is not our socket")])
+            os.unlink(self.path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is born 0600
+        try:
+            s.bind(os.fspath(self.path))
+        finally:
+            os.umask(old)
+        s.listen(CLIENTS_MAX)
+        s.setblocking(False)
+        self.sock = s
+        self.transport.watch(s.fileno(), self._accept)
+
+    def close(self) -> None:
+        """Close every connection and the socket, and remove it."""
+        for c in list(self.conns.values()):
+            self._drop(c)
+        if self.sock is not None:
+            self.transport.unwatch(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        assert self.sock is not None
+        try:
+            conn, _ = self.sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.warning("admin socket: accept failed: %s", e)
+            return
+        pid, uid, _gid = _UCRED.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        )
+        if uid != os.geteuid():
+            log.warning("admin socket: refused pid %d of uid %d", pid, uid)
+            conn.close()
+            return
+        if len(self.conns) >= CLIENTS_MAX:
+            self._drop(min(self.conns.values(), key=lambda c: c.since))
+        conn.setblocking(False)
+        c = _Conn(conn)
+        self.conns[conn.fileno()] = c
+        self.transport.watch(conn.fileno(), lambda: self._read(c))
+
+    def _drop(self, c: _Conn) -> None:
+        fd = c.sock.fileno()
+        self.conns.pop(fd, None)
+        self.transport.unwatch(fd)
+        c.sock.close()
+
+    def _read(self, c: _Conn) -> None:
+        try:
+            data = c.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(c)
+            return
+        c.buf += data
+        while True:
+            nl = c.buf.find(b"\n")
+            if nl < 0:
+                if len(c.buf) > LINE_MAX:
+                    self._send(c, _error("request", f"longer than {LINE_MAX} bytes"))
+                    self._drop(c)
+                return
+            line = bytes(c.buf[:nl])
+            del c.buf[: nl + 1]
+            if nl > LINE_MAX:
+                self._send(c, _error("request", f"longer than {LINE_MAX} bytes"))
+                self._drop(c)
+                return
+            self._send(c, self._answer(line))
+
+    def _answer(self, line: bytes) -> dict:
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            return _error("request", f"not JSON: {e}")
+        if not isinstance(req, dict):
+            return _error("request", "want a JSON object")
+        try:
+            return {"ok": True, "result": self.handle(req)}
+        except FabriclabError as e:
+            p = e.problems[0] if e.problems else Problem("", str(e))
+            return _error(p.where, p.what)
+        except Exception as e:  # a bug must cost one request, not the fabric
+            log.exception("admin request %r failed", req.get("op"))
+            return _error("internal", f"{type(e).__name__}: {e}")
+
+    def _send(self, c: _Conn, answer: dict) -> None:
+        data = (json.dumps(answer) + "\n").encode()
+        try:
+            c.sock.setblocking(True)
+            c.sock.settimeout(5.0)
+            c.sock.sendall(data)
+            c.sock.setblocking(False)
+        except OSError:
+            self._drop(c)
+
+
+def _error(where: str, what: str) -> dict:
+    return {"ok": False, "where": where, "what": what}
+
+
+def call(path: Path, request: dict, timeout: float = 600.0):
+    """Send one request to the admin socket at ``path``; its result, or the error it
+    answered as an InputError."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        try:
+            s.connect(os.fspath(path))
+        except OSError as e:
+            raise InputError(
+                [Problem(str(path), f"cannot reach the fabric's admin socket: {e.strerror}")]
+            ) from None
+        s.sendall((json.dumps(request) + "\n").encode())
+        buf = bytearray()
+        while b"\n" not in buf:
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                raise InputError(
+                    [Problem(str(path), f"no answer from the fabric in {timeout:g} s")]
+                ) from None
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        s.close()
+    try:
+        answer = json.loads(bytes(buf).split(b"\n", 1)[0])
+    except ValueError:
+        raise InputError([Problem(str(path), "the fabric closed the connection")]) from None
+    if not answer.get("ok"):
+        raise InputError([Problem(answer.get("where", ""), answer.get("what", "failed"))])
+    return answer.get("result")
+
+
+def request(name: str, req: dict, timeout: float = 600.0):
+    """One request to the running fabric ``name`` (NotRunning when it is not up)."""
+    Instance.load(name)
+    return call(admin_path(state_dir(), name), req, timeout)

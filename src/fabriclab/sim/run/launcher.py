@@ -1,0 +1,447 @@
+"""Starting and stopping fabric servers: ``fabriclab up`` (in the foreground, or
+detached: the same command run again in the background), the real OpenSM beside it
+(``--sm``), ``down`` and ``status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import InputError, Problem
+from ...ib import simwire
+from ...model import miswire
+from ...model.cluster import Cluster
+from ...statedir import open_state_file, state_dir
+from ..live import journal
+from ..live.api import LiveFabric
+from ..live.clock import VirtualClock, WallClock
+from ..live.events import events_path
+from ..live.traffic import TrafficEngine
+from ..wire import admission
+from ..wire.hostlink import HostLink, trees_dir
+from ..wire.server import FabricServer
+from .admin import AdminServer, admin_path
+from .records import Instance, NotRunning, check_name, signal_recorded
+from .records import running as running_records
+from .tools import Loader, Say, attach_env, python_argv
+
+SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
+
+
+@dataclass
+class UpRequest:
+    """What ``fabriclab up`` was asked."""
+
+    spec: str
+    name: str = simwire.DEFAULT_NAME
+    trays: int | None = None
+    listen: str | None = None  # [HOST:]PORT: remote (UDP) mode
+    allow: str | None = None  # NETWORK[,NETWORK...] that may attach in remote mode
+    allow_user: list[str] = field(default_factory=list)
+    max_clients: int = admission.DEFAULT_MAX_CLIENTS
+    sm: bool = False
+    sm_at: str | None = None
+    sm_via: str = "auto"  # how OpenSM attaches (tools.WAYS)
+    verbose: int = 0
+    detach: bool = False
+    cold: bool = False  # ports power on with no LID until an SM assigns one
+    swaps: list[str] = field(default_factory=list)  # "A,B": cables miswired on purpose
+    virtual_clock: bool = False  # time moves only by 'fabriclab clock advance'
+    resume: bool = False  # bring faults, traffic and counters back from the journal
+
+    @property
+    def with_sm(self) -> bool:
+        """Whether OpenSM runs beside the server."""
+        return self.sm or bool(self.sm_at)
+
+    def foreground_argv(self) -> list[str]:
+        """The command serving this request in the foreground (what ``--detach`` runs)."""
+        argv = [*python_argv(), "up", self.spec, "--name", self.name]
+        argv += ["-" + "v" * self.verbose] if self.verbose else []
+        argv += (["--listen", self.listen] if self.listen else []) + (
+            ["--trays", str(self.trays)] if self.trays else []
+        )
+        argv += (["--sm"] if self.sm else []) + (["--sm-at", self.sm_at] if self.sm_at else [])
+        argv += ["--sm-via", self.sm_via]
+        argv += (["--allow", self.allow] if self.allow else []) + [
+            "--max-clients",
+            str(self.max_clients),
+        ]
+        argv += [a for u in self.allow_user for a in ("--allow-user", u)]
+        argv += ["--cold"] if self.cold else []
+        argv += [a for s in self.swaps for a in ("--swap", s)]
+        argv += (["--virtual-clock"] if self.virtual_clock else []) + (
+            ["--resume"] if self.resume else []
+        )
+        return argv
+
+
+def up(req: UpRequest, load: Loader, say: Say) -> None:
+    """Serve the fabric of ``req.spec``: detached (back once it is up, and with OpenSM
+    once the subnet is up), or in the foreground until SIGTERM or SIGINT."""
+    check_name(req.name)
+    addr = parse_listen(req.listen)
+    networks = admission.exposure(addr, admission.parse_networks(req.allow))
+    policy = admission.Policy(
+        uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
+    )
+    cluster = load(req.spec, req.trays)
+    for pair in req.swaps:  # serve a miswired fabric: the spec stays the intended one
+        a, sep, b = pair.partition(",")
+        if not sep:
+            raise InputError([Problem("--swap", f"{pair!r}: give two ports, PORT,PORT")])
+        miswire.swap(cluster, a, b)
+    try:
+        already = Instance.load(req.name)
+        raise InputError(
+            [
+                Problem(
+                    req.name,
+                    f"fabric {req.name!r} is already up (pid "
+                    f"{already.pid}, {already.spec}); 'fabriclab down --name "
+                    f"{req.name}' first",
+                )
+            ]
+        )
+    except NotRunning:
+        pass
+    if req.with_sm:
+        where = req.sm_at or (cluster.trays[0].host if cluster.trays else "")
+        port, problem = cluster.locate(where, switches=True)
+        if port is None:
+            raise InputError(
+                [Problem("--sm-at", problem or "the fabric has no tray to run OpenSM on")]
+            )
+    log_file = state_dir(create=True) / f"{req.name}.log"
+    if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
+        say(
+            f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
+            f"any host in {','.join(map(str, networks))} can attach and drive the fabric"
+        )
+    if req.detach:
+        _up_detached(req, cluster, log_file, say)
+    else:
+        _serve(req, cluster, addr, policy, log_file, say)
+
+
+def _up_detached(req: UpRequest, cluster: Cluster, log_file: Path, say: Say) -> None:
+    inst = spawn_detached(req.foreground_argv(), req.name, log_file)
+    say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
+    if not req.with_sm:
+        return
+    deadline = time.monotonic() + SM_WAIT
+    while not subnet_up(inst):
+        if time.monotonic() > deadline or not inst.alive():
+            raise InputError(
+                [
+                    Problem(
+                        "--sm",
+                        f"OpenSM did not bring the subnet up "
+                        f"(see {state_dir() / (req.name + '.opensm')})",
+                    )
+                ]
+            )
+        time.sleep(0.1)
+    say("subnet up (OpenSM)")
+
+
+def _serve(
+    req: UpRequest,
+    cluster: Cluster,
+    addr: tuple[str, int] | None,
+    policy: admission.Policy,
+    log_file: Path,
+    say: Say,
+) -> None:
+    """Serve in this process until a signal; the record says so meanwhile."""
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(req.verbose, 2)],
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    name = req.name
+    start, _ = cluster.locate(None)
+    srv = FabricServer(
+        cluster.fabric,
+        name,
+        listen=addr,
+        policy=policy,
+        resolve=lambda text: cluster.locate(text, switches=True),
+        default_port=start,
+        cold=req.cold or cluster.cold_start,
+    )
+    where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
+    try:
+        srv.bind()
+    except OSError as e:
+        raise InputError(
+            [
+                Problem(
+                    where, f"cannot serve: {e.strerror} (another fabriclab or ibsim is using it?)"
+                )
+            ]
+        ) from None
+    live, admin = _go_live(req, cluster, srv)
+    link = None
+    if addr is None:  # the host library is for tools on this machine
+        link = _host_link(cluster, srv, name)
+    inst = Instance(
+        name,
+        os.getpid(),
+        req.spec,
+        req.trays,
+        list(addr) if addr else None,
+        str(log_file),
+        time.time(),
+    )
+    inst.note_server(os.getpid())
+    sm_proc = None
+    if req.with_sm:
+        sm_proc = start_sm(
+            inst, cluster, req.sm_at or cluster.trays[0].host, state_dir(), req.sm_via
+        )
+        inst.note_sm(sm_proc.pid)
+        said: list[bool] = []
+
+        def watch_sm() -> None:
+            if not said and subnet_up(inst):
+                said.append(True)
+                say("subnet up (OpenSM)")
+
+        srv.on_tick.append(watch_sm)
+    inst.save()
+    srv.install_signal_handlers()
+    f = cluster.fabric
+    say(
+        f"fabric {name!r} up ({where}): {cluster.name}, {len(f.switches())} switches, "
+        f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it"
+    )
+    try:
+        srv.serve_forever()
+    finally:
+        if sm_proc is not None and sm_proc.poll() is None:
+            sm_proc.terminate()
+            try:
+                sm_proc.wait(5)
+            except subprocess.TimeoutExpired:
+                sm_proc.kill()
+        admin.close()
+        if link is not None:
+            link.close()
+        live.close()
+        srv.close()
+        inst.path.unlink(missing_ok=True)
+        st = srv.stats
+        say(
+            f"fabric {name!r} down: {st.mads} MADs, {st.answered} answered, "
+            f"{st.forwarded} forwarded, {st.timed_out} timed out, {st.dropped} undeliverable, "
+            f"{st.malformed} malformed, {st.unsent} not sent; "
+            f"{st.refused} control requests refused, {st.failed} failed, "
+            f"{st.outsiders} datagrams from outside the allowed networks"
+        )
+
+
+def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveFabric, AdminServer]:
+    """The live fabric on ``srv`` (its clock, journal and event log; restored from the
+    journal with ``--resume``) and its admin socket, served in the server's loop."""
+    state = state_dir(create=True)
+    meta = {"spec": req.spec, "trays": req.trays}
+    doc = None
+    if req.resume:
+        doc = journal.load(journal.journal_path(state, req.name))
+        if doc.get("meta") != meta:
+            raise InputError(
+                [
+                    Problem(
+                        "--resume",
+                        f"the journal is of {doc.get('meta')}, not of {meta}: "
+                        "resume with the same spec and --trays",
+                    )
+                ]
+            )
+        if bool(doc.get("virtual")) != req.virtual_clock:
+            raise InputError(
+                [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
+            )
+    else:  # a fresh fabric: a fresh event log
+        events_path(state, req.name).unlink(missing_ok=True)
+    start = float(doc.get("clock", 0.0)) if doc else 0.0
+    clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
+    engine = TrafficEngine(srv.sim, clock)
+    engine.on_trap = srv.traps.bad_pkey
+    live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
+    if doc is not None:
+        live.restore(doc)
+    live.save()
+    admin = AdminServer(admin_path(state, req.name), live.request, srv.transport)
+    admin.bind()
+    srv.transport.on_wake = live.wake
+    return live, admin
+
+
+def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
+    """The host library's socket on ``srv`` (``<name>:host``), served in its loop."""
+    link = HostLink(srv.transport, srv.sim, cluster, trees_dir(state_dir(), name), srv.set_issm)
+    try:
+        link.bind()
+    except OSError as e:
+        raise InputError(
+            [Problem(f"{name}:host", f"cannot serve the host library: {e.strerror}")]
+        ) from None
+    return link
+
+
+def parse_listen(text: str | None) -> tuple[str, int] | None:
+    """``[HOST:]PORT`` for remote (UDP) mode."""
+    if text is None:
+        return None
+    host, _, port = text.rpartition(":")
+    try:
+        p = int(port)
+        if not 0 < p < 65536 - 64:
+            raise ValueError
+    except ValueError:
+        raise InputError(
+            [
+                Problem(
+                    "--listen",
+                    f"{text!r}: want [HOST:]PORT with a port below 65472 (client i uses PORT+1+i)",
+                )
+            ]
+        ) from None
+    host = host or "127.0.0.1"
+    try:
+        return (socket.gethostbyname(host), p)  # the server listens on IPv4
+    except (OSError, UnicodeError):
+        raise InputError(
+            [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
+        ) from None
+
+
+def stop(name: str, timeout: float = 10.0) -> Instance:
+    """SIGTERM the fabric's server (and so its SM); SIGKILL after ``timeout``."""
+    inst = Instance.load(name)  # its pid is the recorded process, or this fails
+    server = (inst.pid, inst.start, inst.cmdline)
+    signal_recorded(*server, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while inst.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if signal_recorded(*server, signal.SIGKILL):
+        while inst.alive():
+            time.sleep(0.05)
+    if inst.sm_pid:
+        signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
+    inst.path.unlink(missing_ok=True)
+    return inst
+
+
+def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0) -> Instance:
+    """Start ``fabriclab up …`` (``argv``) in the background; return once it is up."""
+    state_dir(create=True)
+    with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise InputError(
+                [
+                    Problem(
+                        name,
+                        "the fabric server exited: "
+                        + (" / ".join(tail) or f"status {proc.returncode}"),
+                    )
+                ]
+            )
+        try:
+            inst = Instance.load(name)
+            if inst.pid == proc.pid:
+                return inst
+        except NotRunning:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise InputError(
+        [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
+    )
+
+
+def start_sm(
+    inst: Instance, cluster: Cluster, where: str, log_dir: Path, via: str = "auto"
+) -> subprocess.Popen:
+    """Start the real OpenSM attached at ``where`` (``via`` the host library or umad2sim:
+    :func:`.tools.attach_env`), logging under ``log_dir``."""
+    opensm = shutil.which("opensm") or "/usr/sbin/opensm"
+    if not os.path.exists(opensm):
+        raise InputError(
+            [Problem("--sm", "opensm not found (scripts/install-system-deps.sh installs it)")]
+        )
+    _way, env = attach_env(inst, cluster, where, via)
+    cache = log_dir / f"{inst.name}.opensm"
+    if cache.is_symlink():
+        cache.unlink()
+    shutil.rmtree(cache, ignore_errors=True)  # a fresh SM: no LIDs cached from another fabric
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env["OSM_CACHE_DIR"] = env["OSM_TMP_DIR"] = str(cache)
+    # OpenSM buffers its log; "SUBNET UP" would sit in the buffer until it exits
+    conf = cache / "opensm.conf"
+    conf.write_text("# written by fabriclab\nforce_log_flush TRUE\n")
+    argv = [opensm, "-F", str(conf), "-f", str(cache / "opensm.log"), "-e"]
+    with open(cache / "opensm.stdout", "ab") as out:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cache,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it if the server dies, however it dies."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def subnet_up(inst: Instance) -> bool:
+    """Whether the fabric's OpenSM (``--sm``) has logged SUBNET UP."""
+    log = state_dir() / f"{inst.name}.opensm" / "opensm.log"
+    try:
+        with open(log, "rb") as f:
+            return b"SUBNET UP" in f.read()
+    except OSError:
+        return False
+
+
+def status() -> list[tuple[str, str, str, str, str]]:
+    """The fabrics that are up: name, pid, spec (and scale), how tools reach it, and
+    OpenSM's state."""
+    rows = []
+    for inst in running_records():
+        reach = (
+            f"UDP {inst.listen[0]}:{inst.listen[1]}"
+            if inst.listen
+            else f"IBSIM_SOCKNAME={inst.name}"
+        )
+        smstate = "-" if not inst.sm_pid else ("subnet up" if subnet_up(inst) else "sweeping")
+        spec = inst.spec + (f" x{inst.trays}" if inst.trays else "")
+        rows.append((inst.name, str(inst.pid), spec, reach, smstate))
+    return rows

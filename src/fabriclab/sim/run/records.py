@@ -1,0 +1,187 @@
+"""The records of running fabrics.
+
+A running fabric is known by its name (``IBSIM_SOCKNAME``).  ``up`` writes a small JSON
+record under the state directory (:mod:`fabriclab.statedir`) saying which spec it serves,
+its pid and how to reach it; ``down``, ``status``, ``exec`` and ``shims`` read it.  A
+record names its processes by pid, start time and command: a pid alone may have been
+reused by another process, which is never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...errors import FabriclabError, InputError, Problem
+from ...statedir import open_state_file, state_dir
+from ..wire import procfs
+
+
+class NotRunning(FabriclabError):
+    """The named fabric is not up."""
+
+
+@dataclass
+class Instance:
+    """What ``up`` records about a running fabric."""
+
+    name: str
+    pid: int
+    spec: str
+    trays: int | None
+    listen: list | None  # [host, port] in remote mode
+    log: str
+    started: float
+    sm_pid: int | None = None
+    # which processes the pids were: start time (/proc/PID/stat field 22) and command
+    start: int | None = None
+    cmdline: list | None = None
+    sm_start: int | None = None
+    sm_cmdline: list | None = None
+
+    @property
+    def path(self) -> Path:
+        """Where this record is kept."""
+        return record_path(self.name)
+
+    def alive(self) -> bool:
+        """Whether the recorded server is still running."""
+        return self.process_state() == "alive"
+
+    def process_state(self) -> str:
+        """'alive' (pid is still the recorded process), 'gone', 'reused' (another
+        process has the pid) or 'unknown' (no start time recorded)."""
+        return _process_state(self.pid, self.start, self.cmdline)
+
+    def note_server(self, pid: int) -> None:
+        """Record the server's process (pid, start time, command)."""
+        self.pid = pid
+        self.start, self.cmdline = _identity(pid)
+
+    def note_sm(self, pid: int) -> None:
+        """Record OpenSM's process (pid, start time, command)."""
+        self.sm_pid = pid
+        self.sm_start, self.sm_cmdline = _identity(pid)
+
+    def save(self) -> None:
+        """Write the record (atomically, as the user's own file)."""
+        state_dir(create=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self), indent=1))
+        tmp.replace(self.path)
+
+    @classmethod
+    def load(cls, name: str) -> Instance:
+        """The record of fabric ``name`` if its server still runs; NotRunning if not
+        (a stale record is removed)."""
+        p = record_path(name)
+        try:
+            with os.fdopen(open_state_file(p, os.O_RDONLY)) as f:
+                data = json.loads(f.read())
+            inst = cls(**data)
+            if not isinstance(inst.pid, int) or not isinstance(inst.sm_pid, (int, type(None))):
+                raise TypeError("pids are not numbers")
+        except FileNotFoundError:
+            raise NotRunning(
+                [Problem(name, f"no fabric named {name!r} is up (nothing in {state_dir()})")]
+            ) from None
+        except (ValueError, TypeError) as e:
+            raise NotRunning([Problem(str(p), f"unreadable state record: {e}")]) from None
+        except OSError as e:
+            raise NotRunning(
+                [Problem(str(p), f"cannot read the state record: {e.strerror}")]
+            ) from None
+        state = inst.process_state()
+        if state == "unknown":
+            raise NotRunning(
+                [
+                    Problem(
+                        str(p),
+                        f"the record does not say which process pid "
+                        f"{inst.pid} was (no start time): refusing to use it; "
+                        "stop that fabric yourself and remove the record",
+                    )
+                ]
+            )
+        if state != "alive":
+            p.unlink(missing_ok=True)
+            why = "is gone" if state == "gone" else "is now another process"
+            raise NotRunning(
+                [
+                    Problem(
+                        name,
+                        f"fabric {name!r} is not running "
+                        f"(pid {inst.pid} {why}; stale record removed)",
+                    )
+                ]
+            )
+        return inst
+
+
+def record_path(name: str) -> Path:
+    """Where the record of fabric ``name`` is."""
+    return state_dir() / f"{name}.json"
+
+
+def _identity(pid: int) -> tuple[int | None, list | None]:
+    p = procfs.process(pid)
+    return (p.start, list(p.cmdline)) if p else (None, None)
+
+
+def _process_state(pid: int, start: int | None, cmdline: list | None) -> str:
+    if start is None or cmdline is None:
+        return "unknown"
+    p = procfs.process(pid)
+    if p is None:
+        return "gone"
+    return "alive" if (p.start, list(p.cmdline)) == (start, cmdline) else "reused"
+
+
+def signal_recorded(pid: int, start: int | None, cmdline: list | None, sig: int) -> bool:
+    """Send ``sig`` to ``pid`` if it is still the recorded process; whether it was.  A
+    pidfd pins the process between the check and the signal (Linux 5.3+)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        if _process_state(pid, start, cmdline) != "alive":
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def check_name(name: str) -> None:
+    """A fabric's name must be a short file name (it names its record and sockets)."""
+    if not name or len(name) > 80 or any(c in name for c in "/\0 \t\n"):
+        raise InputError(
+            [Problem("--name", f"{name!r}: use a short name without '/', spaces or NULs")]
+        )
+
+
+def running() -> list[Instance]:
+    """The fabrics that are up, by name (records of fabrics that are not are removed)."""
+    d = state_dir()
+    out = []
+    for rec in sorted(d.glob("*.json")) if d.is_dir() else []:
+        try:
+            out.append(Instance.load(rec.stem))
+        except FabriclabError:
+            continue
+    return out

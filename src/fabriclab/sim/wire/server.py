@@ -1,0 +1,116 @@
+"""The fabric server: the ibsim protocol's server side, answering from fabriclab's model.
+
+It is assembled from parts with one job each:
+
+- :mod:`.transport`: the sockets, the epoll loop and the registry of attached clients;
+- :mod:`.control`: the control channel (attach, detach, a node's identity), under
+  :mod:`.admission`'s policy;
+- :mod:`.dispatch`: each MAD routed (:mod:`..fabric.router`) and answered by the nodes'
+  agents (:mod:`..fabric.sma`, :mod:`..fabric.pma`) or delivered to the client it is for;
+- :mod:`..fabric.traps` and :mod:`..fabric.links`: the fabric reacting to itself (link
+  state and capability changes), announced to the subnet manager (:mod:`.notices`);
+- :mod:`..fabric.state`: the fabric's run-time state they all read and write.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...ib import simwire
+from ...model.fabric import Fabric
+from ..fabric.links import Links
+from ..fabric.pma import Pma
+from ..fabric.router import Router
+from ..fabric.sma import Sma
+from ..fabric.state import SimFabric
+from ..fabric.traps import Traps
+from .admission import Policy
+from .client import Client
+from .control import Control
+from .dispatch import Dispatch
+from .notices import SmClients
+from .ratelog import RateLimitedLog
+from .transport import Stats, Transport
+
+log = logging.getLogger("fabriclab.sim")
+
+
+class FabricServer:
+    """Serve ``fabric`` under ``name`` (abstract sockets), or on UDP ``listen`` =
+    (host, port) in remote mode.  ``resolve`` maps a client's SIM_HOST to a model port
+    (returning (port, problem)); ``default_port`` is where a client without one goes;
+    ``policy`` says who may attach and how many (:mod:`.admission`)."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        name: str = simwire.DEFAULT_NAME,
+        *,
+        listen: tuple[str, int] | None = None,
+        resolve=None,
+        default_port=None,
+        policy: Policy | None = None,
+        cold: bool = False,
+    ):
+        self.name = name
+        self.stats = Stats()
+        self.sim = SimFabric(fabric, cold=cold)
+        self.router = Router()
+        self.transport = Transport(
+            name, listen, policy or Policy(), self.stats, RateLimitedLog(log)
+        )
+        self.traps = Traps(self.router)
+        self.sms = SmClients(self.transport, self.traps, self.stats)
+        self.links = Links(self.router, self.traps)
+        self.sma = Sma(events=self.links)
+        self.pma = Pma()
+        self.dispatch = Dispatch(self.transport, self.sma, self.pma, self.router, self.stats)
+        self.control = Control(
+            self.transport,
+            self.sim,
+            self.stats,
+            resolve=resolve,
+            default_port=default_port,
+            set_issm=self.sms.set_issm,
+        )
+        transport = self.transport
+        transport.on_control = self.control.handle
+        transport.on_mad = self.dispatch.process
+        transport.on_mad_error = self.dispatch.failed
+        transport.on_detach = self._client_left
+        self.on_tick = transport.on_tick  # called every couple of seconds from the loop
+
+    def bind(self) -> None:
+        """Bind the control socket; OSError (address in use ...) goes to the caller."""
+        self.transport.bind()
+
+    def serve_forever(self, ready=None) -> None:
+        """Serve until :meth:`stop` (binding first if need be); ``ready`` is called once
+        serving."""
+        self.transport.serve_forever(ready)
+
+    def stop(self, *_args) -> None:
+        """Stop serving (a signal handler too)."""
+        self.transport.stop()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the server."""
+        self.transport.install_signal_handlers()
+
+    def close(self) -> None:
+        """Detach every client and close every socket."""
+        self.transport.close()
+
+    def set_issm(self, cl: Client, on: bool) -> None:
+        """Client ``cl`` is now the subnet manager at its port, or no longer."""
+        self.sms.set_issm(cl, on)
+
+    @property
+    def clients(self) -> dict[int, Client]:
+        """The attached clients, by id."""
+        return self.transport.clients
+
+    def _client_left(self, cl: Client) -> None:
+        self.control.client_left()
+        if cl.issm:
+            self.sms.set_issm(cl, False)
