@@ -22,7 +22,9 @@ from ...ib.mad.consts import (
     Method,
 )
 from ...ib.mad.layouts import GUID_INFO, GUIDS_PER_BLOCK, MLNX_EXT_PORT_INFO, PORT_INFO, SWITCH_INFO
-from .state import DEFAULT_SL2VL, FILTER_RAW, SimPort
+from . import portinfo
+from .portinfo import written
+from .state import DEFAULT_SL2VL, SimPort
 
 Reply = tuple[int, bytes]
 Handler = Callable[[SimPort, int, int, bytes], Reply]  # (port, method, modifier, data)
@@ -97,49 +99,6 @@ _PORT_STATE_SET = frozenset(
 )
 
 
-# The PortInfo components an SM may write (IBA Vol. 1, 14.2.5.6, the PortInfo table's RW
-# components; the rest - capabilities, Supported/Active, LocalPortNum, DiagCode, GUIDCap,
-# RespTimeValue, MaxCreditHint, LinkRoundTripLatency - are read-only).  OpenSM writes
-# them from its copy of the port's PortInfo (osm_link_mgr.c, osm_pkey_mgr.c), so each
-# one must read back as set.
-_SETTABLE = (
-    "Mkey",
-    "GidPrefix",
-    "Lid",
-    "SMLid",
-    "MkeyLeasePeriod",
-    "LinkWidthEnabled",
-    "LinkState",
-    "PhysLinkState",
-    "LinkDownDefState",
-    "ProtectBits",
-    "LMC",
-    "LinkSpeedEnabled",
-    "NeighborMTU",
-    "SMSL",
-    "VLHighLimit",
-    "VLStallCount",
-    "HoqLife",
-    "OperVLs",
-    "ClientReregister",
-    "McastPkeyTrapSuppressionEnabled",
-    "SubnetTimeout",
-    "LinkSpeedExtEnabled2",
-    "LinkSpeedExtEnabled",
-    "PartEnforceInb",
-    "PartEnforceOutb",
-    "FilterRawInb",
-    "FilterRawOutb",
-    "MkeyViolations",
-    "PkeyViolations",
-    "QkeyViolations",
-    "InitReply",
-    "LocalPhysErr",
-    "OverrunErr",
-)
-_read_settable = PORT_INFO.getter(*_SETTABLE)
-
-
 _DOWN, _INIT, _ARMED, _ACTIVE = (
     int(PortState.DOWN),
     int(PortState.INIT),
@@ -152,41 +111,8 @@ _POLLING, _DISABLED = int(PhysState.POLLING), int(PhysState.DISABLED)
 def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
     """Apply a PortInfo Set to ``p``; all of it, or (invalid field) none of it."""
     caps = p.node.caps
-    (
-        mkey,
-        gid_prefix,
-        lid,
-        smlid,
-        mkey_lease,
-        width,
-        state,
-        phys,
-        link_down_def,
-        protect,
-        lmc,
-        speed,
-        mtu,
-        smsl,
-        vl_high_limit,
-        vl_stall,
-        hoq_life,
-        op_vls,
-        client_rereg,
-        mcast_trap,
-        subnet_timeout,
-        ext2,
-        ext,
-        enf_in,
-        enf_out,
-        raw_in,
-        raw_out,
-        mkey_viol,
-        pkey_viol,
-        qkey_viol,
-        init_reply,
-        local_phy_err,
-        overrun_err,
-    ) = _read_settable(data)
+    values = portinfo.read_settable(data)
+    state, phys = written(values, "LinkState"), written(values, "PhysLinkState")
     # --- validate
     if state not in _PORT_STATE_SET or phys not in (0, _POLLING, _DISABLED):
         return STATUS_INVALID_FIELD
@@ -195,37 +121,10 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
         peer = p.peer
         if not p.up or p.state not in (need, state) or peer is None or peer.state < need:
             return STATUS_INVALID_FIELD
-    if mtu > caps.mtu_cap or op_vls > caps.vl_cap:
+    if written(values, "NeighborMTU") > caps.mtu_cap or written(values, "OperVLs") > caps.vl_cap:
         return STATUS_INVALID_FIELD
-    # --- apply (0 in an "enabled" field means "no change")
-    if p.is_endport:
-        p.mkey, p.gid_prefix, p.lid, p.smlid = mkey, gid_prefix, lid, smlid
-        p.mkey_lease, p.mkey_protect, p.lmc = mkey_lease, protect, lmc
-        p.smsl, p.subnet_timeout = smsl, subnet_timeout
-        p.client_rereg, p.mcast_pkey_trap = client_rereg, mcast_trap
-    if width:
-        p.width_enabled = p.width_supported if width == 0xFF else width & p.width_supported
-    if speed:
-        p.speed_enabled = 0x7 if speed == 0xF else speed
-    if ext:
-        p.speed_ext_enabled = p.speed_ext_supported if ext == 31 else ext
-    if ext2:
-        p.speed_ext2_enabled = p.speed_ext2_supported if ext2 == 7 else ext2
-    if link_down_def:
-        p.link_down_def = link_down_def
-    if mtu:
-        p.neighbor_mtu = mtu
-    if op_vls:
-        p.op_vls = op_vls
-    p.vl_high_limit, p.hoq_life, p.vl_stall = vl_high_limit, hoq_life, vl_stall
-    p.mkey_violations, p.pkey_violations, p.qkey_violations = mkey_viol, pkey_viol, qkey_viol
-    p.init_reply, p.local_phy_err, p.overrun_err = init_reply, local_phy_err, overrun_err
-    if p.node.is_switch and p.num != 0:
-        # enforcement and raw filtering exist on switch external ports only (14.2.5.6:
-        # reserved elsewhere); raw filtering only where SwitchInfo offers it
-        p.part_enf_in, p.part_enf_out = enf_in, enf_out
-        if FILTER_RAW:
-            p.filter_raw_in, p.filter_raw_out = raw_in, raw_out
+    # --- apply, each component by its rule (0 in an "enabled" field means "no change")
+    portinfo.apply(p, values)
     p.changed()
     if p.num != 0:
         events = sma.events
@@ -239,7 +138,7 @@ def _set_port_info(sma: Sma, p: SimPort, data: bytes) -> int:
             if events:
                 events.retrain_port(p)
         elif (state == _ARMED or state == _ACTIVE) and p.state != state:
-            p.state = state
+            p.state = PortState(state)
     return STATUS_OK
 
 

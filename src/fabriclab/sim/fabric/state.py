@@ -16,78 +16,21 @@ from collections.abc import Callable
 
 from ...ib import devices
 from ...ib.enums import NodeType, PhysState, PortState
-from ...ib.mad.layouts import NODE_INFO, PORT_INFO, SWITCH_INFO
+from ...ib.mad.layouts import NODE_INFO, SWITCH_INFO
 from ...ib.rates import SPEEDS, Speed, Width
 from ...model.fabric import Fabric, Node, Port
+from . import portinfo
 from .counters import Counters
+from .portinfo import FILTER_RAW, PART_ENFORCE_IN, PART_ENFORCE_OUT
 
 _NDR = SPEEDS["NDR"]
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
 # extended speed up to its own); LinkSpeedExtSupported2 bit 1 is XDR.
 _EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
 _WIDTH_1X_4X, _WIDTH_1X_2X_4X = 0x03, 0x13
-_pack_port_info = PORT_INFO.packer(
-    "Mkey",
-    "GidPrefix",
-    "Lid",
-    "SMLid",
-    "CapMask",
-    "MkeyLeasePeriod",
-    "LinkWidthEnabled",
-    "LinkWidthSupported",
-    "LinkWidthActive",
-    "LinkSpeedSupported",
-    "LinkState",
-    "PhysLinkState",
-    "LinkDownDefState",
-    "ProtectBits",
-    "LMC",
-    "LinkSpeedActive",
-    "LinkSpeedEnabled",
-    "NeighborMTU",
-    "SMSL",
-    "VLCap",
-    "VLHighLimit",
-    "VLArbHighCap",
-    "VLArbLowCap",
-    "MtuCap",
-    "VLStallCount",
-    "HoqLife",
-    "OperVLs",
-    "PartEnforceInb",
-    "PartEnforceOutb",
-    "FilterRawInb",
-    "FilterRawOutb",
-    "MkeyViolations",
-    "PkeyViolations",
-    "QkeyViolations",
-    "InitReply",
-    "GuidCap",
-    "ClientReregister",
-    "McastPkeyTrapSuppressionEnabled",
-    "SubnetTimeout",
-    "RespTimeVal",
-    "LocalPhysErr",
-    "OverrunErr",
-    "LinkSpeedExtActive2",
-    "LinkSpeedExtSupported2",
-    "LinkSpeedExtEnabled2",
-    "CapabilityMask2",
-    "LinkSpeedExtActive",
-    "LinkSpeedExtSupported",
-    "LinkSpeedExtEnabled",
-)
 # A MAD on the wire from LRH to ICRC: 8 + 12 + 8 + 256 + 4 bytes, in 4-byte words, the
 # unit of PortXmitData/PortRcvData.
 MAD_WORDS = 72
-# What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
-# checks in both directions on every external port (fabriclab.sim.fabric.partitions.enforce runs
-# them at the ingress and egress switch ports, by the port's PartEnforceInb/Outb), with
-# a P_Key table of PartitionEnforcementCap entries per external port (64, the table size
-# ibsim gives Mellanox switches).  Raw packets are never carried, so none are filtered:
-# FilterRawInbound/Outbound stay 0 (ibsim advertises them, switchinfo byte 16 = 0x30).
-PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
-FILTER_RAW = 0
 # SL-to-VL after reset: SL i on VL i for i < 15 (a table of 4-bit entries, 2 per byte).
 DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 
@@ -346,7 +289,7 @@ class SimPort:
     def port_info(self) -> bytes:
         """The encoded PortInfo (LocalPort left 0: it depends on where the SMP came in)."""
         if self.pi is None:
-            self.pi = self._encode_port_info()
+            self.pi = portinfo.encode(self)
         return self.pi
 
     def changed(self) -> None:
@@ -354,65 +297,6 @@ class SimPort:
         routes over the fabric may have changed."""
         self.pi = None
         self.gen.bump()
-
-    def _encode_port_info(self) -> bytes:
-        m = self.fabric_port
-        caps = self.node.caps
-        # the model holds what a port shows: its link's rate, or 4x SDR when it is down;
-        # a degraded link shows the width and speed it retrained at
-        speed = (self.speed_trained or m.speed) if self.num else None
-        width = (self.width_trained or m.width) if self.num else None
-        return _pack_port_info(
-            Mkey=self.mkey,
-            GidPrefix=self.gid_prefix,
-            Lid=self.lid,
-            SMLid=self.smlid,
-            CapMask=self.cap_mask,
-            MkeyLeasePeriod=self.mkey_lease,
-            LinkWidthEnabled=self.width_enabled,
-            LinkWidthSupported=self.width_supported,
-            LinkWidthActive=width.value if width else 2,  # port 0: 4x
-            LinkSpeedSupported=0x7,  # SDR, DDR, QDR
-            LinkState=self.state,
-            PhysLinkState=self.phys,
-            LinkDownDefState=self.link_down_def,
-            ProtectBits=self.mkey_protect,
-            LMC=self.lmc,
-            LinkSpeedActive=speed.speed if speed else 1,
-            LinkSpeedEnabled=self.speed_enabled,
-            NeighborMTU=self.neighbor_mtu,
-            SMSL=self.smsl,
-            VLCap=caps.vl_cap,
-            VLHighLimit=self.vl_high_limit,
-            VLArbHighCap=caps.vl_arb_high_cap,
-            VLArbLowCap=caps.vl_arb_low_cap,
-            MtuCap=caps.mtu_cap,
-            VLStallCount=self.vl_stall,
-            HoqLife=self.hoq_life,
-            OperVLs=self.op_vls,
-            PartEnforceInb=self.part_enf_in,
-            PartEnforceOutb=self.part_enf_out,
-            FilterRawInb=self.filter_raw_in,
-            FilterRawOutb=self.filter_raw_out,
-            MkeyViolations=self.mkey_violations,
-            PkeyViolations=self.pkey_violations,
-            QkeyViolations=self.qkey_violations,
-            InitReply=self.init_reply,
-            GuidCap=self.guid_cap,
-            ClientReregister=self.client_rereg,
-            McastPkeyTrapSuppressionEnabled=self.mcast_pkey_trap,
-            SubnetTimeout=self.subnet_timeout,
-            RespTimeVal=self.resp_time,
-            LocalPhysErr=self.local_phy_err,
-            OverrunErr=self.overrun_err,
-            LinkSpeedExtActive2=speed.ext2 if speed else 0,
-            LinkSpeedExtSupported2=self.speed_ext2_supported,
-            LinkSpeedExtEnabled2=self.speed_ext2_enabled,
-            CapabilityMask2=self.cap_mask2,
-            LinkSpeedExtActive=speed.ext if speed else 0,
-            LinkSpeedExtSupported=self.speed_ext_supported,
-            LinkSpeedExtEnabled=self.speed_ext_enabled,
-        )
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
