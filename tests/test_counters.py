@@ -68,7 +68,7 @@ def test_each_view_resets_on_its_own():
     assert c.view()["SymbolErrorCounter"] == 0 and c.view()["PortXmitData"] == 0
     assert c.view_ext()["SymbolErrorCounter"] == 10 and c.view_ext()["PortXmitData"] == 1000
     c.add("PortXmitData", 5)
-    c.reset_ext(0xFF, 0xFFFF)
+    c.reset(0xFF, 0xFFFF, extended=True)
     assert c.view_ext()["PortXmitData"] == 0 and c.view_ext()["SymbolErrorCounter"] == 0
     assert c.view()["PortXmitData"] == 5
 
@@ -127,24 +127,18 @@ def _filled() -> Counters:
     return c
 
 
-@pytest.mark.parametrize("name,bit", sorted(PORT_COUNTERS_BITS.items()))
-def test_counter_select_resets_exactly_its_counter(name, bit):
+@pytest.mark.parametrize(
+    "extended,name,bit",
+    [(False, n, b) for n, b in sorted(PORT_COUNTERS_BITS.items())]
+    + [(True, n, b) for n, b in sorted(EXT_BITS.items())],
+)
+def test_counter_select_resets_exactly_its_counter_in_its_view(extended, name, bit):
     c = _filled()
-    c.reset(1 << bit if bit < 16 else 0, 1 << (bit - 16) if bit >= 16 else 0)
-    v = c.view()
-    assert v[name] == 0
-    assert all(x == 3 for k, x in v.items() if k != name)
-    assert all(x == 3 for x in c.view_ext().values())
-
-
-@pytest.mark.parametrize("name,bit", sorted(EXT_BITS.items()))
-def test_extended_counter_select_resets_exactly_its_counter(name, bit):
-    c = _filled()
-    c.reset_ext(1 << bit if bit < 16 else 0, 1 << (bit - 16) if bit >= 16 else 0)
-    v = c.view_ext()
-    assert v[name] == 0
-    assert all(x == 3 for k, x in v.items() if k != name)
-    assert all(x == 3 for x in c.view().values())
+    c.reset(1 << bit if bit < 16 else 0, 1 << (bit - 16) if bit >= 16 else 0, extended)
+    this, other = (c.view_ext(), c.view()) if extended else (c.view(), c.view_ext())
+    assert this[name] == 0
+    assert all(x == 3 for k, x in this.items() if k != name)
+    assert all(x == 3 for x in other.values())
 
 
 def test_all_port_select_sums_saturate_at_the_field_width():

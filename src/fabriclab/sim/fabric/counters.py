@@ -66,21 +66,16 @@ class Counters:
         """The PortCountersExtended view: since its last reset, 64 bits wide."""
         return {name: (self.raw[name] - self.base_ext.get(name, 0)) & _MAX64 for name in NAMES}
 
-    def reset(self, select: int, select2: int) -> None:
-        """Reset through PortCounters: CounterSelect bits, then CounterSelect2 bits."""
-        mask = (select & 0xFFFF) | ((select2 & 0xFF) << SELECT2)
+    def reset(self, select: int, select2: int, extended: bool = False) -> None:
+        """Reset through PortCounters, or through PortCountersExtended: the counters whose
+        CounterSelect bit is set, then those of CounterSelect2 (8 bits in PortCounters,
+        16 in PortCountersExtended)."""
+        base, selects = (self.base_ext, _SELECT_EXT) if extended else (self.base, _SELECT)
+        mask = (select & 0xFFFF) | ((select2 & (0xFFFF if extended else 0xFF)) << SELECT2)
         self.moved = True
-        for name, bit in _SELECT:
+        for name, bit in selects:
             if mask >> bit & 1:
-                self.base[name] = self.raw[name]
-
-    def reset_ext(self, select: int, select2: int) -> None:
-        """Reset through PortCountersExtended: CounterSelect bits, then CounterSelect2 bits."""
-        mask = (select & 0xFFFF) | ((select2 & 0xFFFF) << SELECT2)
-        self.moved = True
-        for name, bit in _SELECT_EXT:
-            if mask >> bit & 1:
-                self.base_ext[name] = self.raw[name]
+                base[name] = self.raw[name]
 
     def details_view(self) -> dict[str, int]:
         """The error details since their last reset, saturated at their width."""

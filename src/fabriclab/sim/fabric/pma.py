@@ -94,9 +94,7 @@ class Pma:
             method,
             data,
             layout,
-            lambda c, r: (c.reset_ext if extended else c.reset)(
-                r["CounterSelect"], r["CounterSelect2"]
-            ),
+            lambda c, r: c.reset(r["CounterSelect"], r["CounterSelect2"], extended),
         )
         if ports is None:
             return STATUS_INVALID_FIELD, _pad(data[: layout.size])
