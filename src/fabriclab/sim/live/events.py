@@ -123,28 +123,14 @@ class EventLog:
 
 
 def read(path: Path, offset: int = 0) -> list[dict]:
-    """The events in ``path`` from byte ``offset`` on (whole lines only; a line that is
-    not an event, as a torn last line after a crash, is skipped)."""
-    try:
-        with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in data.split(b"\n"):
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(ev, dict):
-            out.append(ev)
-    return out
+    """The events in ``path`` from byte ``offset`` on (see :func:`read_new`)."""
+    return read_new(path, offset)[0]
 
 
 def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """The events written to ``path`` after byte ``offset`` (complete lines only), and the
-    offset to read on from (for ``events --follow``)."""
+    """The events written to ``path`` after byte ``offset``, and the offset to read on
+    from (for ``events --follow``).  Whole lines only: a line still being written, or
+    one that is not an event (a torn last line after a crash), is skipped."""
     try:
         with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
             f.seek(offset)
