@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ...ib.mad.layouts import PORT_INFO
 
-if TYPE_CHECKING:
-    from .state import SimPort
+# a port: a :class:`.state.SimPort` (which encodes itself through this module, so the
+# type is not imported here)
+SimPort = Any
 
 # What fabriclab's switches enforce, as SwitchInfo advertises it (14.2.5.4): partition
 # checks in both directions on every external port (fabriclab.sim.fabric.partitions.enforce
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
 FILTER_RAW = 0
 
-Getter = Callable[["SimPort"], int]
-Setter = Callable[["SimPort", int], None]
+Getter = Callable[[SimPort], int]
+Setter = Callable[[SimPort, int], None]
 
 
 @dataclass(frozen=True)
