@@ -45,6 +45,7 @@ class Component:
     field: str
     get: Getter
     set: Setter | None
+    attr: str | None = None  # the port's attribute holding it, if one does
 
 
 # --- how a Set applies a value ------------------------------------------------------------
@@ -158,7 +159,9 @@ def _speed_ext2_active(p: SimPort) -> int:
 
 
 def _row(field: str, get: str | Getter, set: Setter | None = None) -> Component:
-    return Component(field, attrgetter(get) if isinstance(get, str) else get, set)
+    if isinstance(get, str):
+        return Component(field, attrgetter(get), set, get)
+    return Component(field, get, set)
 
 
 # Every component the fabric's ports show, in PortInfo's order.  A component not listed
@@ -225,15 +228,28 @@ COMPONENTS: tuple[Component, ...] = (
 )
 
 SETTABLE: tuple[Component, ...] = tuple(c for c in COMPONENTS if c.set is not None)
-_pack = PORT_INFO.packer(*(c.field for c in COMPONENTS))
-_getters = tuple((c.field, c.get) for c in COMPONENTS)
 read_settable = PORT_INFO.getter(*(c.field for c in SETTABLE))
 _SET_AT = {c.field: i for i, c in enumerate(SETTABLE)}
 
 
-def encode(p: SimPort) -> bytes:
-    """Port ``p``'s PortInfo (LocalPortNum 0: it depends on where an SMP came in)."""
-    return _pack(**{field: get(p) for field, get in _getters})
+def _encoder() -> Callable[[SimPort], bytes]:
+    """:func:`encode`, generated as straight-line code from the table (as the codec's
+    packers are): a loop over the rows would cost it half again as much, and the SMA
+    encodes a port's PortInfo anew after every change."""
+    scope: dict = {"pack": PORT_INFO.packer(*(c.field for c in COMPONENTS))}
+    args = []
+    for i, c in enumerate(COMPONENTS):
+        if c.attr is not None:
+            args.append(f"{c.field}=p.{c.attr}")
+        else:
+            scope[f"get{i}"] = c.get
+            args.append(f"{c.field}=get{i}(p)")
+    exec(f"def encode(p):\n    return pack({', '.join(args)})\n", scope)
+    return scope["encode"]
+
+
+# Port ``p``'s PortInfo (LocalPortNum 0: it depends on where an SMP came in).
+encode = _encoder()
 
 
 def written(values: tuple[int, ...], field: str) -> int:
