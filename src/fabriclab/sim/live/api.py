@@ -22,7 +22,8 @@ from ..host import hostview, views
 from . import events as ev_mod
 from . import journal, traffic_cmd
 from .clock import VirtualClock
-from .faults import KINDS, FaultBook, check_options
+from .fault_options import KINDS, check_options
+from .faults import FaultBook
 from .scenario import FAULT_VERBS, Scenario, Step
 from .scenario import parse as parse_scenario
 from .targets import LINK, SWITCH, TRAY, Resolver, Target
@@ -444,7 +445,7 @@ class LiveFabric:
             f.since = fd["since"]
             f.progress = dict(fd.get("progress", {}))
             if f.kind == "flap" and f.progress.get("down"):
-                book.hold(t.ports[0], quiet=True)
+                book.ports.hold(t.ports[0], quiet=True)
             if f.kind == "errors":
                 saved = doc.get("ber", {}).get(str(f.id), {})
                 book.ends[f.id] = {int(k): EndState(**v) for k, v in saved.items()}
