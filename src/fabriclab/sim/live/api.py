@@ -7,56 +7,31 @@ Every change shows at once through PortInfo and trap 128 (:mod:`..fabric.links`)
 written to the journal (:mod:`.journal`) so that ``up --resume`` brings it back.  Time
 is the fabric's clock (:mod:`.clock`): wall time, or a virtual clock that moves only
 when :meth:`LiveFabric.advance` is called, which makes every counter and event exact.
+
+Beside the API: scenario steps run in :mod:`.scenario_run`, the journal's document is
+made and brought back in :mod:`.journal_doc`, the admin socket's requests are answered in
+:mod:`.admin_requests`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import time
 from pathlib import Path
 
-from ...errors import FabriclabError, InputError, Problem
+from ...errors import InputError, Problem
 from ...model.cluster import Cluster
-from ..host import hostview, views
+from ..host import views
+from . import admin_requests, journal, journal_doc, scenario_run, traffic_cmd
 from . import events as ev_mod
-from . import journal, traffic_cmd
 from .clock import VirtualClock
-from .faults import KINDS, FaultBook, check_options
-from .scenario import FAULT_VERBS, Scenario, Step
-from .scenario import parse as parse_scenario
+from .events_memory import MemoryLog
+from .fault_options import KINDS, check_options
+from .faults import FaultBook
+from .scenario import Scenario
 from .targets import LINK, SWITCH, TRAY, Resolver, Target
-
-log = logging.getLogger("fabriclab.sim")
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
-
-
-class _NoLog:
-    """The event log of a fabric without a state directory (in-process use)."""
-
-    def __init__(self, clock):
-        self.clock = clock
-        self.events: list[dict] = []
-        self.next_id = 1
-
-    def emit(self, kind, object_name: str, description: str) -> dict:
-        e = {
-            "id": self.next_id,
-            "name": kind.name,
-            "event_type": str(kind.event_type),
-            "severity": kind.severity,
-            "object_name": object_name,
-            "description": description,
-            "sim_time": round(self.clock.now(), 6),
-        }
-        self.next_id += 1
-        self.events.append(e)
-        return e
-
-    def close(self) -> None:
-        pass
 
 
 class LiveFabric:
@@ -84,7 +59,7 @@ class LiveFabric:
         self.events = (
             ev_mod.EventLog(ev_mod.events_path(state, name), clock)
             if state is not None
-            else _NoLog(clock)
+            else MemoryLog(clock)
         )
         self.journal_path = journal.journal_path(state, name) if state is not None else None
         self.book = FaultBook(self)
@@ -214,18 +189,9 @@ class LiveFabric:
         self._last = max(self._last, upto)
 
     def _run_due(self, now: float) -> None:
+        """Carry out the flap transitions and scenario steps due by ``now``."""
         self.book.run_due(now)
-        for sc in self.scenarios:
-            while not sc.finished and sc.next_due() <= now:  # type: ignore[operator]
-                step = sc.steps[sc.done]
-                sc.done += 1
-                try:
-                    self._do(step)
-                    sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
-                except FabriclabError as e:
-                    sc.log.append(f"{step.where}: {e}")
-                    log.warning("scenario %s: %s: %s", sc.name, step.where, e)
-        self.scenarios = [s for s in self.scenarios if not s.finished]
+        scenario_run.run_due(self, now)
 
     def catch_up(self) -> None:
         """Bring errors, traffic, flaps and scenarios up to the clock's now (wall time:
@@ -289,7 +255,7 @@ class LiveFabric:
     def scenario(self, text: str, source: str) -> dict:
         """Check the scenario in ``text`` (from ``source``) whole, then start it; a
         problem is an error naming the line, and nothing is changed."""
-        sc = parse_scenario(text, source, self._check_step)
+        sc = scenario_run.parse(self, text, source)
         sc.start = self.clock.now()
         self.catch_up()
         self.scenarios.append(sc)
@@ -307,43 +273,9 @@ class LiveFabric:
         """The scenarios still running."""
         return [s.to_json() for s in self.scenarios]
 
-    def _check_step(self, step: Step) -> None:
-        verb, args = step.verb, step.args
-        if verb == "traffic":
-            self._check_traffic(args, step.options)
-            return
-        if verb == "clear":
-            if len(args) != 1:
-                raise InputError(
-                    [Problem("clear", "want 'clear TARGET', 'clear ID' or 'clear all'")]
-                )
-            if args[0] != "all" and not args[0].isdigit():
-                self.resolve(args[0], "drop")
-            return
-        if len(args) != 1:
-            raise InputError([Problem(verb, f"want '{verb} TARGET'")])
-        t = self.resolve(args[0], verb)
-        if verb != "up":
-            check_options(verb, t, step.options)
-
-    def _do(self, step: Step) -> None:
-        verb, args = step.verb, step.args
-        if verb == "traffic":
-            self.traffic_request(args[0], args[1:], step.options)
-        elif verb == "clear":
-            a = args[0]
-            if a == "all":
-                self.clear()
-            elif a.isdigit():
-                self.clear(int(a))
-            else:
-                self.clear_target(a)
-        elif verb in FAULT_VERBS:
-            self.fault(verb, args[0], **step.options)
-
     # --- traffic ----------------------------------------------------------------------
 
-    def _check_traffic(self, args: list[str], options: dict) -> tuple:
+    def check_traffic(self, args: list[str], options: dict) -> tuple:
         """A traffic command's words and options checked: (verb, ports, bytes, rate)."""
         if self.traffic is None:
             raise InputError([Problem("traffic", "this fabric has no traffic engine")])
@@ -353,7 +285,7 @@ class LiveFabric:
         """A traffic command: ``send FROM TO``, ``all-to-all SET``, ``ring SET`` (with
         ``bytes`` or ``rate``), ``stop [ID]``, ``list``; the flows it started or
         stopped, or every flow."""
-        verb, ports, size, rate = self._check_traffic([verb, *args], options)
+        verb, ports, size, rate = self.check_traffic([verb, *args], options)
         eng = self.traffic
         self.catch_up()
         if verb == "list":
@@ -391,23 +323,7 @@ class LiveFabric:
 
     def snapshot(self, counters: bool = True) -> dict:
         """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
-        book = self.book
-        doc = {
-            "meta": self.meta,
-            "clock": self.clock.now(),
-            "virtual": self.clock.virtual,
-            "next_fault": book.next_id,
-            "faults": [f.to_json() for f in book.faults.values()],
-            "ber": {
-                str(fid): {k: e.to_json() for k, e in ends.items()}
-                for fid, ends in book.ends.items()
-            },
-            "scenarios": [s.to_json() for s in self.scenarios],
-            "traffic": traffic_cmd.flows_doc(self.traffic) if self.traffic is not None else [],
-        }
-        if counters:
-            doc["counters"] = journal.counters_doc(self.sim)
-        return doc
+        return journal_doc.snapshot(self, counters)
 
     def save(self) -> None:
         """Write the journal now."""
@@ -433,25 +349,7 @@ class LiveFabric:
         """Bring back a journal's state (``up --resume``): counters, faults as they
         were (without counting, trapping or logging again what had already happened),
         scenarios where they were."""
-        from .ber import EndState
-
-        journal.restore_counters(self.sim, doc.get("counters", {}))
-        book = self.book
-        for fd in doc.get("faults", []):
-            t = self.resolve(fd["target"], fd["kind"])
-            book.next_id = fd["id"]
-            f = book.add(fd["kind"], t, fd["options"], quiet=True)
-            f.since = fd["since"]
-            f.progress = dict(fd.get("progress", {}))
-            if f.kind == "flap" and f.progress.get("down"):
-                book.hold(t.ports[0], quiet=True)
-            if f.kind == "errors":
-                saved = doc.get("ber", {}).get(str(f.id), {})
-                book.ends[f.id] = {int(k): EndState(**v) for k, v in saved.items()}
-        book.next_id = max(book.next_id, int(doc.get("next_fault", 1)))
-        self.scenarios = [Scenario.from_json(s) for s in doc.get("scenarios", [])]
-        if self.traffic is not None:
-            traffic_cmd.restore_flows(self.traffic, self.sim, doc.get("traffic") or [])
+        journal_doc.restore(self, doc)
         self._last = self.clock.now()
 
     def close(self) -> None:
@@ -464,43 +362,4 @@ class LiveFabric:
     def request(self, req: dict):
         """One request of the admin socket (:mod:`..run.admin`): ``{"op": ..., ...}``; the
         result (JSON-able).  User errors are FabriclabErrors."""
-        op = req.get("op")
-        if op == "fault":
-            opts = req.get("options") or {}
-            if not isinstance(opts, dict):
-                raise InputError([Problem("options", "want a mapping")])
-            return self.fault(str(req.get("kind")), str(req.get("target")), **opts)
-        if op == "faults":
-            self.catch_up()
-            return self.faults()
-        if op == "clear":
-            fid = req.get("id")
-            if fid is not None and not isinstance(fid, int):
-                raise InputError([Problem("ID", f"{fid!r} is not a fault id")])
-            return self.clear(fid)
-        if op == "scenario":
-            return self.scenario(str(req.get("text", "")), str(req.get("source", "scenario")))
-        if op == "scenarios":
-            return self.scenarios_running()
-        if op == "advance":
-            s = req.get("seconds")
-            if isinstance(s, bool) or not isinstance(s, (int, float)):
-                raise InputError([Problem("SECONDS", f"{s!r} is not a number of seconds")])
-            return {"now": self.advance(float(s))}
-        if op == "clock":
-            return {"now": self.clock.now(), "virtual": self.clock.virtual}
-        if op == "nvidia-smi":
-            return {"text": self.nvidia_smi(str(req.get("tray")), list(req.get("args") or []))}
-        if op == "topology-inputs":
-            where = req.get("from")
-            return self.topology_inputs(str(where) if where else None)
-        if op == "stats":  # what the server counted: MADs, answers, forwards, ...
-            return dataclasses.asdict(self.server.stats)
-        if op == "tray":
-            self.catch_up()
-            return hostview.tray_view(self.resolver.cluster, self.sim, req.get("host"))
-        if op == "traffic":
-            return self.traffic_request(
-                str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})
-            )
-        raise InputError([Problem("request", f"unknown operation {op!r}")])
+        return admin_requests.answer(self, req)

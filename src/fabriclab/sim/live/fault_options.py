@@ -1,0 +1,117 @@
+"""Fault options checked: what each kind of fault takes (``--period``, ``--width``,
+``--ber``, ``--rate``, ``--gpus`` ...) on what kind of target, normalised to the options a
+fault is kept with (:class:`.faults.Fault`), or an error naming the first bad one.
+"""
+
+from __future__ import annotations
+
+from ...errors import InputError, Problem
+from ...ib.caps import CAP2_IS_LINK_WIDTH_2X
+from ...ib.rates import SPEEDS, WIDTHS
+from ..fabric.state import SimPort
+from . import ber
+from .targets import LINK, PORT, TRAY, Target, port_name
+
+KINDS = ("down", "flap", "degrade", "errors", "drop", "nvlink")
+
+
+def bad(where: str, what: str) -> InputError:
+    """The error for a bad fault: ``where``, ``what`` is wrong."""
+    return InputError([Problem(where, what)])
+
+
+def check_options(kind: str, target: Target, opts: dict) -> dict:
+    """The options of a fault of ``kind`` on ``target``, checked and normalised (an
+    InputError naming the first bad one)."""
+    where = target.text
+    if kind in ("flap", "degrade", "errors") and target.kind != LINK:
+        raise bad(
+            where, f"{kind} takes a link (SWITCH[port] or HOST/HCA[port]), not a {target.kind}"
+        )
+    if kind == "down" and target.kind == PORT:
+        raise bad(where, "port 0 is not a link")
+    if kind == "nvlink" and target.kind != TRAY:
+        raise bad(where, f"nvlink takes a tray, not a {target.kind}")
+    out: dict = {}
+    if kind == "nvlink":
+        out = {"gpus": _gpu_list(opts.get("gpus"))}
+    if kind == "flap":
+        period = float(opts.get("period", 2.0))
+        count = int(opts.get("count", 1))
+        if not 0.001 <= period <= 86400:
+            raise bad("--period", f"{period:g} s: want 0.001 to 86400 seconds")
+        if not 1 <= count <= 100000:
+            raise bad("--count", f"{count}: want 1 to 100000 flaps")
+        out = {"period": period, "count": count}
+    elif kind == "degrade":
+        p = target.ports[0]
+        out = _degrade_options(where, p, opts.get("width"), opts.get("speed"))
+    elif kind == "errors":
+        rate = float(opts.get("ber", 0))
+        if not 0 < rate <= 1e-3:
+            raise bad("--ber", f"{rate:g}: want a bit-error rate above 0, at most 1e-3")
+        down_after = int(opts.get("down_after", ber.DOWN_AFTER))
+        if not 1 <= down_after <= 255:
+            raise bad("--down-after", f"{down_after}: want 1 to 255 recoveries")
+        out = {"ber": rate, "down_after": down_after}
+    elif kind == "drop":
+        rate = float(opts.get("rate", 100))
+        if not 0 < rate <= 100:
+            raise bad("--rate", f"{rate:g}: want a percentage above 0, at most 100")
+        out = {"rate": rate, "seed": int(opts.get("seed", 1))}
+    return out
+
+
+def _gpu_list(gpus) -> list[int] | None:
+    """``--gpus 0,1`` (or a list) as sorted GPU indices; None: the whole tray."""
+    if gpus is None or gpus == "":
+        return None
+    items = gpus.split(",") if isinstance(gpus, str) else gpus
+    if not isinstance(items, list | tuple):
+        raise bad("--gpus", f"{gpus!r}: want GPU indices like 0,1")
+    out = set()
+    for g in items:
+        text = str(g).strip()
+        if not text.isdigit() or int(text) > 255:
+            raise bad("--gpus", f"{g!r}: want GPU indices like 0,1")
+        out.add(int(text))
+    return sorted(out)
+
+
+def _degrade_options(where: str, p: SimPort, width, speed) -> dict:
+    if not width and not speed:
+        raise bad(where, "degrade needs --width and/or --speed")
+    peer = p.peer
+    assert peer is not None
+    out: dict = {}
+    m = p.fabric_port
+    if width:
+        w = WIDTHS.get(str(width).lower())
+        if w is None:
+            raise bad("--width", f"{width!r}: want one of 1x, 2x, 4x, 8x, 12x")
+        if w.lanes >= m.width.lanes:
+            raise bad("--width", f"{w} is not narrower than the link's {m.width}")
+        for q in (p, peer):
+            if not q.width_supported & w.value:
+                raise bad("--width", f"{port_name(q)} does not support {w}")
+            if w.value == WIDTHS["2x"].value and not _cap_port(q).cap_mask2 & CAP2_IS_LINK_WIDTH_2X:
+                # tools show 2x only where CapabilityMask2 says IsLinkWidth2xSupported
+                # (libibmad dump.c; iblinkinfo reads it from a switch's port 0)
+                raise bad("--width", f"{port_name(q)} has no IsLinkWidth2xSupported")
+        out["width"] = w.token
+    if speed:
+        s = SPEEDS.get(str(speed).upper())
+        if s is None:
+            raise bad("--speed", f"{speed!r}: want one of {', '.join(SPEEDS)}")
+        if s.order >= m.speed.order:
+            raise bad("--speed", f"{s} is not slower than the link's {m.speed}")
+        out["speed"] = s.token
+    return out
+
+
+def _cap_port(q: SimPort) -> SimPort:
+    """The port whose CapabilityMask speaks for ``q`` (a switch's port 0)."""
+    if q.node.is_switch:
+        p0 = q.node.ports[0]
+        return p0 if p0 is not None else q
+    return q

@@ -1,0 +1,81 @@
+"""Where a scenario step runs: each step of a scenario file checked against the running
+fabric before any runs, and carried out on the live fabric when it falls due (a fault,
+a clear, a traffic command), its outcome kept in the scenario's log.
+
+The file's format and parsing are :mod:`.scenario`; the API that starts a scenario is
+:meth:`.api.LiveFabric.scenario`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ...errors import FabriclabError, InputError, Problem
+from .fault_options import check_options
+from .scenario import FAULT_VERBS, Scenario, Step
+from .scenario import parse as parse_scenario
+
+if TYPE_CHECKING:
+    from .api import LiveFabric
+
+log = logging.getLogger("fabriclab.sim")
+
+
+def parse(live: LiveFabric, text: str, source: str) -> Scenario:
+    """The scenario in ``text`` (from ``source``), every step checked against ``live``;
+    a problem is an error naming the line."""
+    return parse_scenario(text, source, lambda step: check_step(live, step))
+
+
+def check_step(live: LiveFabric, step: Step) -> None:
+    """Whether ``step`` could run on ``live`` (its target exists, its options are
+    right): an InputError if not."""
+    verb, args = step.verb, step.args
+    if verb == "traffic":
+        live.check_traffic(args, step.options)
+        return
+    if verb == "clear":
+        if len(args) != 1:
+            raise InputError([Problem("clear", "want 'clear TARGET', 'clear ID' or 'clear all'")])
+        if args[0] != "all" and not args[0].isdigit():
+            live.resolve(args[0], "drop")
+        return
+    if len(args) != 1:
+        raise InputError([Problem(verb, f"want '{verb} TARGET'")])
+    t = live.resolve(args[0], verb)
+    if verb != "up":
+        check_options(verb, t, step.options)
+
+
+def run_step(live: LiveFabric, step: Step) -> None:
+    """Carry out ``step`` on ``live``."""
+    verb, args = step.verb, step.args
+    if verb == "traffic":
+        live.traffic_request(args[0], args[1:], step.options)
+    elif verb == "clear":
+        a = args[0]
+        if a == "all":
+            live.clear()
+        elif a.isdigit():
+            live.clear(int(a))
+        else:
+            live.clear_target(a)
+    elif verb in FAULT_VERBS:
+        live.fault(verb, args[0], **step.options)
+
+
+def run_due(live: LiveFabric, now: float) -> None:
+    """Carry out every step of ``live``'s scenarios due by ``now``, in order; a step
+    that fails is logged and the scenario goes on.  Finished scenarios are dropped."""
+    for sc in live.scenarios:
+        while not sc.finished and sc.next_due() <= now:  # type: ignore[operator]
+            step = sc.steps[sc.done]
+            sc.done += 1
+            try:
+                run_step(live, step)
+                sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
+            except FabriclabError as e:
+                sc.log.append(f"{step.where}: {e}")
+                log.warning("scenario %s: %s: %s", sc.name, step.where, e)
+    live.scenarios = [s for s in live.scenarios if not s.finished]
