@@ -20,7 +20,7 @@ from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
 from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.sim.live.clock import VirtualClock
-from fabriclab.sim.live.traffic import TrafficEngine
+from fabriclab.sim.live.traffic.engine import TrafficEngine
 from fabriclab.spec.load import load_spec
 
 

@@ -31,7 +31,7 @@ from fabriclab.sim.host import sysfs
 from fabriclab.sim.host.hostlib import library_path
 from fabriclab.sim.live.api import LiveFabric
 from fabriclab.sim.live.clock import VirtualClock
-from fabriclab.sim.live.traffic import TrafficEngine
+from fabriclab.sim.live.traffic.engine import TrafficEngine
 from fabriclab.spec.load import load_spec
 
 TRAY = "gb-r01-t01"

@@ -231,7 +231,7 @@ def test_journal_round_trip(live, tmp_path):
 def routed():
     """The lab fabric with its links active and min-hop routes, and a traffic engine."""
     from fabriclab.sim.fabric import minhop
-    from fabriclab.sim.live.traffic import TrafficEngine
+    from fabriclab.sim.live.traffic.engine import TrafficEngine
 
     cluster = build(load_spec("lab"))
     with served(cluster, serve=False) as srv:

@@ -18,7 +18,7 @@ from fabriclab.model.build import build
 from fabriclab.sim.live import journal
 from fabriclab.sim.live.api import LiveFabric
 from fabriclab.sim.live.clock import WallClock
-from fabriclab.sim.live.traffic import TrafficEngine
+from fabriclab.sim.live.traffic.engine import TrafficEngine
 from fabriclab.sim.run import admin
 from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec

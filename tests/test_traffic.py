@@ -18,8 +18,8 @@ from fabriclab.sim.fabric.counters import NAMES
 from fabriclab.sim.fabric.sma import Sma
 from fabriclab.sim.fabric.state import SimFabric
 from fabriclab.sim.live.clock import VirtualClock
-from fabriclab.sim.live.maxmin import maxmin
-from fabriclab.sim.live.traffic import TrafficEngine
+from fabriclab.sim.live.traffic.engine import TrafficEngine
+from fabriclab.sim.live.traffic.maxmin import maxmin
 from fabriclab.spec.load import parse_spec_text
 
 # Four trays of one HCA, two leaves, two spines: every leaf has one uplink to each spine.

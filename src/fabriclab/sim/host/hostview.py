@@ -3,9 +3,9 @@ table and counters, taken from the running fabric as one JSON-able document (the
 socket's ``tray`` request; :mod:`.sysfs` writes it out as /sys/class/infiniband).
 
 Counters are read as the kernel's sysfs reads them, through the PMA's two views
-(:class:`~.counters.Counters`): the narrow error counters and PortXmitWait from
+(:class:`~..fabric.counters.Counters`): the narrow error counters and PortXmitWait from
 PortCounters, the data and packet counters from PortCountersExtended.  Reading flushes
-the port (:meth:`~.state.SimPort.flush`), so traffic and MADs up to now are counted.
+the port (:meth:`~..fabric.state.SimPort.flush`), so traffic and MADs up to now are counted.
 """
 
 from __future__ import annotations

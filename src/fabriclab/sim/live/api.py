@@ -21,14 +21,15 @@ from pathlib import Path
 from ...errors import InputError, Problem
 from ...model.cluster import Cluster
 from ..host import views
-from . import admin_requests, journal, journal_doc, scenario_run, traffic_cmd
+from . import admin_requests, journal, journal_doc, scenario_run
 from . import events as ev_mod
 from .clock import VirtualClock
 from .events_memory import MemoryLog
-from .fault_options import KINDS, check_options
-from .faults import FaultBook
+from .faults.book import FaultBook
+from .faults.options import KINDS, check_options
+from .faults.targets import LINK, SWITCH, TRAY, Resolver, Target
 from .scenario import Scenario
-from .targets import LINK, SWITCH, TRAY, Resolver, Target
+from .traffic import commands as traffic_commands
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
@@ -279,7 +280,7 @@ class LiveFabric:
         """A traffic command's words and options checked: (verb, ports, bytes, rate)."""
         if self.traffic is None:
             raise InputError([Problem("traffic", "this fabric has no traffic engine")])
-        return traffic_cmd.parse(self.resolver.cluster, self.sim, args, options)
+        return traffic_commands.parse(self.resolver.cluster, self.sim, args, options)
 
     def traffic_request(self, verb: str, args: list[str], options: dict):
         """A traffic command: ``send FROM TO``, ``all-to-all SET``, ``ring SET`` (with
@@ -289,7 +290,7 @@ class LiveFabric:
         eng = self.traffic
         self.catch_up()
         if verb == "list":
-            return [traffic_cmd.flow_json(f) for f in eng.flows()]
+            return [traffic_commands.flow_json(f) for f in eng.flows()]
         if verb == "stop":
             eng.stop(ports)
             ids = [ports] if ports is not None else []

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import journal, traffic_cmd
-from .ber import EndState
+from . import journal
+from .faults.ber import EndState
 from .scenario import Scenario
+from .traffic import commands as traffic_commands
 
 if TYPE_CHECKING:
     from .api import LiveFabric
@@ -32,7 +33,7 @@ def snapshot(live: LiveFabric, counters: bool = True) -> dict:
             str(fid): {k: e.to_json() for k, e in ends.items()} for fid, ends in book.ends.items()
         },
         "scenarios": [s.to_json() for s in live.scenarios],
-        "traffic": traffic_cmd.flows_doc(live.traffic) if live.traffic is not None else [],
+        "traffic": traffic_commands.flows_doc(live.traffic) if live.traffic is not None else [],
     }
     if counters:
         doc["counters"] = journal.counters_doc(live.sim)
@@ -58,4 +59,4 @@ def restore(live: LiveFabric, doc: dict) -> None:
     book.next_id = max(book.next_id, int(doc.get("next_fault", 1)))
     live.scenarios = [Scenario.from_json(s) for s in doc.get("scenarios", [])]
     if live.traffic is not None:
-        traffic_cmd.restore_flows(live.traffic, live.sim, doc.get("traffic") or [])
+        traffic_commands.restore_flows(live.traffic, live.sim, doc.get("traffic") or [])

@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ...errors import FabriclabError, InputError, Problem
-from .fault_options import check_options
+from .faults.options import check_options
 from .scenario import FAULT_VERBS, Scenario, Step
 from .scenario import parse as parse_scenario
 

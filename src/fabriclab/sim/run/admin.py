@@ -52,7 +52,7 @@ class _Conn:
 
 class AdminServer:
     """Serves ``handle(request) -> result`` on the socket at ``path`` inside
-    ``transport``'s loop (its :meth:`~.transport.Transport.watch`)."""
+    ``transport``'s loop (its :meth:`~..wire.transport.Transport.watch`)."""
 
     def __init__(self, path: Path, handle: Callable[[dict], object], transport):
         self.path = path

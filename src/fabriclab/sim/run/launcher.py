@@ -25,7 +25,7 @@ from ..live import journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.events import events_path
-from ..live.traffic import TrafficEngine
+from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.server import FabricServer

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fabric.datapaths import Snapshot
+from ...fabric.datapaths import Snapshot
+from .flows import RUNNING, FlowTable
 from .maxmin import maxmin
-from .traffic_flows import RUNNING, FlowTable
-from .traffic_routes import Crossings
+from .routes import Crossings
 
 
 def set_rates(f: FlowTable, snap: Snapshot, x: Crossings) -> tuple[np.ndarray, np.ndarray]:

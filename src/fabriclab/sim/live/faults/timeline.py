@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fabric.state import SimPort
-from . import ber, events
-from .fault_ports import end_key, link_ends
+from ...fabric.state import SimPort
+from .. import events
+from . import ber
+from .ports import end_key, link_ends
 from .targets import link_name, port_name
 
 if TYPE_CHECKING:
-    from .faults import Fault, FaultBook
+    from .book import Fault, FaultBook
 
 
 def next_due(book: FaultBook) -> float | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import InputError, Problem
-from ...model.cluster import Cluster
-from ...spec.schema import parse_endpoint
-from ..fabric.state import SimFabric, SimPort
+from ....errors import InputError, Problem
+from ....model.cluster import Cluster
+from ....spec.schema import parse_endpoint
+from ...fabric.state import SimFabric, SimPort
 
 LINK, PORT, SWITCH, TRAY = "link", "port", "switch", "tray"
 

@@ -17,19 +17,20 @@
 Several faults may hold one link down; it comes back when the last lets go.
 
 This module keeps the faults in force and applies and clears each kind; their options
-are checked by :mod:`.fault_options`, the ports changed by :mod:`.fault_ports`, and
-flaps and bit errors move with the clock in :mod:`.fault_timeline`.
+are checked by :mod:`.options`, the ports changed by :mod:`.ports`, and
+flaps and bit errors move with the clock in :mod:`.timeline`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ib.rates import SPEEDS, WIDTHS
-from ..fabric.state import SimPort
-from . import ber, events, fault_timeline
-from .fault_options import bad
-from .fault_ports import DropRule, PortFaults, end_key, link_ends
+from ....ib.rates import SPEEDS, WIDTHS
+from ...fabric.state import SimPort
+from .. import events
+from . import ber, timeline
+from .options import bad
+from .ports import DropRule, PortFaults, end_key, link_ends
 from .targets import SWITCH, TRAY, Target, link_name
 
 
@@ -264,17 +265,17 @@ class FaultBook:
                 self.ports.set_loss(q, None)
             ev(events.MAD_DROP_CLEARED, t.text, f"{t.text} answers every MAD again")
 
-    # --- time (:mod:`.fault_timeline`) --------------------------------------------------
+    # --- time (:mod:`.timeline`) --------------------------------------------------
 
     def next_due(self) -> float | None:
         """When a flap next changes a link (clock seconds), if one will."""
-        return fault_timeline.next_due(self)
+        return timeline.next_due(self)
 
     def run_due(self, now: float) -> None:
         """Carry out the flap transitions due by ``now``, in order."""
-        fault_timeline.run_due(self, now)
+        timeline.run_due(self, now)
 
     def accrue(self, seconds: float) -> bool:
         """``seconds`` of bit errors on every link with an ``errors`` fault; whether a
         counter moved."""
-        return fault_timeline.accrue(self, seconds)
+        return timeline.accrue(self, seconds)

@@ -2,8 +2,8 @@
 link; it comes back when the last lets go), ports that answer no MAD, ports that lose a
 share of their MADs, and links retrained at a lower width or speed.
 
-The changes go through :class:`..fabric.links.Links` (PortInfo, trap 128) and the MAD
-path's drop rules (:mod:`..wire.dispatch`'s ``drops``, one callable per port).
+The changes go through :class:`...fabric.links.Links` (PortInfo, trap 128) and the MAD
+path's drop rules (:mod:`...wire.dispatch`'s ``drops``, one callable per port).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
-from ...ib.rates import Speed, Width
-from ..fabric.links import Links
-from ..fabric.state import SimPort
+from ....ib.rates import Speed, Width
+from ...fabric.links import Links
+from ...fabric.state import SimPort
 
 
 class DropRule:

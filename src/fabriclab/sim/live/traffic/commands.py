@@ -1,5 +1,5 @@
 """Traffic commands as the CLI, the admin socket and scenarios write them, turned into
-calls of the traffic engine (:mod:`.traffic`): endpoints resolved, sizes and rates
+calls of the traffic engine (:mod:`.engine`): endpoints resolved, sizes and rates
 read, flows shown and kept in the journal.
 
 - ``send FROM TO``: FROM and TO are a tray (its first HCA) or ``HOST/HCA``;
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 
-from ...errors import InputError, Problem
-from ...limits import MAX_TRAYS
-from ...model.cluster import Cluster
-from ...spec import hostlist
-from ..fabric.state import SimFabric, SimPort
+from ....errors import InputError, Problem
+from ....limits import MAX_TRAYS
+from ....model.cluster import Cluster
+from ....spec import hostlist
+from ...fabric.state import SimFabric, SimPort
 
 VERBS = ("send", "all-to-all", "ring", "stop", "list")
 SET_MAX = 4 * MAX_TRAYS  # endpoints in one all-to-all or ring

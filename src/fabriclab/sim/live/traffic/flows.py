@@ -2,7 +2,7 @@
 and the :class:`Flow` record the engine reports a flow as.
 
 Flow ``i`` of the table has id ``i + 1``; its ``src``/``dst`` are ports in the flat
-numbering of :class:`..fabric.datapaths.Snapshot`.  ``size`` -1 is a flow without an end,
+numbering of :class:`...fabric.datapaths.Snapshot`.  ``size`` -1 is a flow without an end,
 ``limit`` inf one without a rate cap of its own; ``delivered`` and ``lost`` are payload
 bytes (to the destination, or dropped on the way), ``frac`` the fraction of a byte
 carried to the next step.
@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..fabric.state import SimPort
+from ...fabric.state import SimPort
 
 RUNNING, DONE, STOPPED = 0, 1, 2
 STATES = {RUNNING: "running", DONE: "done", STOPPED: "stopped"}
@@ -23,7 +23,7 @@ STATES = {RUNNING: "running", DONE: "done", STOPPED: "stopped"}
 
 @dataclass(frozen=True)
 class Flow:
-    """A flow as :meth:`.traffic.TrafficEngine.flows` reports it.
+    """A flow as :meth:`.engine.TrafficEngine.flows` reports it.
 
     ``rate``: payload bytes per second now (0 unless running); ``sent``: payload bytes
     sent, ``delivered``: of them, bytes that reached ``dst``; ``size``: bytes to deliver

@@ -2,9 +2,9 @@
 port counters as real traffic would.
 
 A flow sends from one CA port to another, routed hop by hop over the forwarding tables
-(:mod:`..fabric.datapaths`), as fast as its max-min fair share allows (:mod:`.maxmin`) or at a rate
+(:mod:`...fabric.datapaths`), as fast as its max-min fair share allows (:mod:`.maxmin`) or at a rate
 of its own, for a number of bytes or until stopped.  :meth:`TrafficEngine.advance`
-brings every counter up to the clock's time; under a :class:`~.clock.VirtualClock`
+brings every counter up to the clock's time; under a :class:`~..clock.VirtualClock`
 every value is exact and predictable: bytes are integers per flow (the fractions of a
 byte carried to the next step), and a flow that ends within a step frees its share from
 that moment on.
@@ -31,8 +31,8 @@ saturating 32-bit and 64-bit views):
 - Packets towards a link that is not up and ACTIVE are discarded at the port before it
   (PortXmitDiscards); a switch without a forwarding entry drops them
   (PortRcvSwitchRelayErrors where they came in).
-- Partitions: each flow's packets carry a P_Key (:func:`.partitions.carried_pkey`) and
-  :func:`.partitions.enforce` walks them along their path: a switch port enforcing
+- Partitions: each flow's packets carry a P_Key (:func:`...fabric.partitions.carried_pkey`) and
+  :func:`...fabric.partitions.enforce` walks them along their path: a switch port enforcing
   inbound discards them (PortRcvConstraintErrors), one enforcing outbound does not
   send them (PortXmitConstraintErrors), else the receiving CA takes them off the wire
   (its PortRcvData/PortRcvPkts count them: the P_Key check is a transport-layer check
@@ -45,14 +45,14 @@ saturating 32-bit and 64-bit views):
   delivers nothing until the subnet manager changes the routes or the tables.
 
 Routes are recomputed when the fabric's generation number moves (a forwarding-table
-write, a port change: :class:`~.state.Generation`) or on :meth:`TrafficEngine.reroute`.
+write, a port change: :class:`~...fabric.state.Generation`) or on :meth:`TrafficEngine.reroute`.
 Counters reach the ports' :class:`~.counters.Counters` when they are read (the port's
 ``flush``), so an update of the whole fabric is a few numpy passes.  One engine per
 fabric, used from one thread (the server loop).
 
 This module is the engine: its API and its time steps.  The flow table is
-:mod:`.traffic_flows`, routes and partition checks :mod:`.traffic_routes`, rates
-:mod:`.traffic_rates`, and the counting :mod:`.traffic_counters`.
+:mod:`.flows`, routes and partition checks :mod:`.routes`, rates
+:mod:`.rates`, and the counting :mod:`.counters`.
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ...errors import InputError
-from ..fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
-from ..fabric.state import SimFabric, SimPort
-from .clock import Clock
-from .traffic_counters import TrafficCounters
-from .traffic_flows import RUNNING, STATES, STOPPED, Flow, FlowTable
-from .traffic_rates import set_rates
-from .traffic_routes import Crossings, OnTrap, route_flows
+from ....errors import InputError
+from ...fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
+from ...fabric.state import SimFabric, SimPort
+from ..clock import Clock
+from .counters import TrafficCounters
+from .flows import RUNNING, STATES, STOPPED, Flow, FlowTable
+from .rates import set_rates
+from .routes import Crossings, OnTrap, route_flows
 
 
 class TrafficEngine:
@@ -76,7 +76,7 @@ class TrafficEngine:
 
     ``on_trap(port, number, src, drop)``, when set, sends the trap a partition drop
     raises from ``port`` to the subnet manager (``src``: the sending port, ``drop``: the
-    :class:`.partitions.Drop`).
+    :class:`...fabric.partitions.Drop`).
     """
 
     def __init__(self, sim: SimFabric, clock: Clock):

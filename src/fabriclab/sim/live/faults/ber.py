@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..fabric.state import SimPort
+from ...fabric.state import SimPort
 
 # Symbol errors per LocalLinkIntegrityErrors: fabriclab's choice of the PortInfo
 # LocalPhyErrors threshold (a 4-bit field the SM may set, IBA 14.2.5.6; none of the SMs

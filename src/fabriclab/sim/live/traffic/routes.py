@@ -2,8 +2,8 @@
 where a partition check refuses their packets, and the flow/port incidences the rates
 and the counters are worked out from.
 
-The routes come from :func:`..fabric.datapaths.route`; :func:`route_flows` runs each
-delivered flow's packets through :func:`..fabric.partitions.enforce` along its path
+The routes come from :func:`...fabric.datapaths.route`; :func:`route_flows` runs each
+delivered flow's packets through :func:`...fabric.partitions.enforce` along its path
 (once per distinct path) and ends a refused flow where it is refused.  :class:`Crossings`
 turns routes into sparse incidences with numpy (no per-flow Python work).
 """
@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from ...ib.packets import WIRE_OVERHEAD_BYTES
-from ..fabric import partitions
-from ..fabric.datapaths import (
+from ....ib.packets import WIRE_OVERHEAD_BYTES
+from ...fabric import partitions
+from ...fabric.datapaths import (
     CONSTRAINT,
     DELIVERED,
     DISCARDED,
@@ -27,7 +27,7 @@ from ..fabric.datapaths import (
     Snapshot,
     route,
 )
-from ..fabric.state import SimPort
+from ...fabric.state import SimPort
 
 # ends where the port named by Routes.at takes the packets without sending them on
 HELD = (DISCARDED, XMIT_CONSTRAINT)
@@ -50,7 +50,7 @@ def route_flows(snap: Snapshot, src: np.ndarray, dst: np.ndarray, on_trap: OnTra
 
 def partition(snap: Snapshot, r: Routes, on_trap: OnTrap | None) -> Routes:
     """The routes ``r`` with each delivered flow's packets run through the partition
-    checks of its path (:func:`.partitions.enforce`, once per distinct path); a flow
+    checks of its path (:func:`...fabric.partitions.enforce`, once per distinct path); a flow
     refused on the way ends where it is refused, its hops cut there.  A refusal that
     raises a trap sends it through ``on_trap``, once per flow."""
     if partitions.all_default(snap.ports):

@@ -1,6 +1,6 @@
 """Where a flow's bytes become counters: a step of time's bytes cut into packets and data
 words, added up per port in numpy totals, and put into each port's
-:class:`..fabric.counters.Counters` when the port is read.
+:class:`...fabric.counters.Counters` when the port is read.
 
 A flow is a reliable-connection stream cut into packets of its path MTU; each packet
 counts its payload plus LRH, BTH and ICRC in 4-byte words (:mod:`fabriclab.ib.packets`),
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ib.packets import HEADER_WORDS
-from ..fabric import partitions
-from ..fabric.datapaths import (
+from ....ib.packets import HEADER_WORDS
+from ...fabric import partitions
+from ...fabric.datapaths import (
     CONSTRAINT,
     DELIVERED,
     DISCARDED,
@@ -29,9 +29,9 @@ from ..fabric.datapaths import (
     Routes,
     Snapshot,
 )
-from ..fabric.state import SimFabric, SimPort
-from .traffic_flows import DONE, FlowTable
-from .traffic_routes import Crossings
+from ...fabric.state import SimFabric, SimPort
+from .flows import DONE, FlowTable
+from .routes import Crossings
 
 WAIT_TICK_BYTES = 8  # bytes of unsent demand per PortXmitWait tick (Quantum, Tick = 7)
 

@@ -1,14 +1,14 @@
 """Fault options checked: what each kind of fault takes (``--period``, ``--width``,
 ``--ber``, ``--rate``, ``--gpus`` ...) on what kind of target, normalised to the options a
-fault is kept with (:class:`.faults.Fault`), or an error naming the first bad one.
+fault is kept with (:class:`.book.Fault`), or an error naming the first bad one.
 """
 
 from __future__ import annotations
 
-from ...errors import InputError, Problem
-from ...ib.caps import CAP2_IS_LINK_WIDTH_2X
-from ...ib.rates import SPEEDS, WIDTHS
-from ..fabric.state import SimPort
+from ....errors import InputError, Problem
+from ....ib.caps import CAP2_IS_LINK_WIDTH_2X
+from ....ib.rates import SPEEDS, WIDTHS
+from ...fabric.state import SimPort
 from . import ber
 from .targets import LINK, PORT, TRAY, Target, port_name
 
