@@ -1,4 +1,4 @@
-"""The fabric spec: what a user writes to describe a cluster's networks.
+"""The fabric spec's schema (pydantic): what a user writes to describe a cluster's networks.
 
 A spec names the trays (compute nodes) and their GPUs and HCAs, the NVLink domains and
 partitions they form, and the InfiniBand fabric, either generated (a fat tree) or
