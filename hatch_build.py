@@ -1,6 +1,6 @@
 """The package's build step beyond Python: compiles the host library
-(src/fabriclab/sim/host/hostlib/umad.c, the preload a tool on an emulated tray runs with) into
-libfabriclab-umad.so beside its source.  An editable install uses it in place; a wheel
+(src/fabriclab/sim/host/hostlib/*.c, the preload a tool on an emulated tray runs with) into
+libfabriclab-umad.so beside its sources.  An editable install uses it in place; a wheel
 carries it (force-included: the built file is not tracked)."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ class CustomBuildHook(BuildHookInterface):
     def initialize(self, version: str, build_data: dict) -> None:
         src = Path(self.root) / SOURCE
         out = src / LIBRARY
-        cmd = ["gcc", *CFLAGS, "-o", str(out), str(src / "umad.c"), "-ldl"]
+        sources = sorted(str(c) for c in src.glob("*.c"))
+        cmd = ["gcc", *CFLAGS, "-o", str(out), *sources, "-ldl"]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True)
         except FileNotFoundError:

@@ -9,7 +9,7 @@
 #                                ('fabriclab sysfs') and the Prometheus that scrapes it
 #                                (node_exporter 1.5 / 1.9, Prometheus 2.42 / 2.53)
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
-#   gcc, libc6-dev             - to build fabriclab's host library (sim/host/hostlib/umad.c)
+#   gcc, libc6-dev             - to build fabriclab's host library (sim/host/hostlib/*.c)
 # plus any package named on the command line (scripts/debian13-root.sh asks for debootstrap).
 # The names are the same on Debian 12 (bookworm) and Debian 13 (trixie); none of the
 # libraries renamed for the 64-bit time_t transition (libibnetdisc5 -> libibnetdisc5t64)

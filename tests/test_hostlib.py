@@ -1,4 +1,4 @@
-"""fabriclab's host library (sim/host/hostlib/umad.c), built by the package's build and
+"""fabriclab's host library (sim/host/hostlib/*.c), built by the package's build and
 preloaded into the real infiniband-diags tools and into Python programs driving
 libibumad: its constants, the tray's /sys tree it redirects to, the umad device it
 serves over the host protocol (ib/hostwire.py), and how it fails.  The server end here
@@ -40,11 +40,18 @@ _names = itertools.count()
 Answer = Callable[["Conn", bytes], list[bytes]]
 
 
+def _sources() -> list[Path]:
+    """The host library's C sources and headers."""
+    return sorted([*HOSTLIB.glob("*.c"), *HOSTLIB.glob("*.h")])
+
+
 def test_the_library_is_built_from_the_current_source():
     so = Path(library_path())
-    for src in ("umad.c", "hostwire.h"):
-        assert so.stat().st_mtime >= (HOSTLIB / src).stat().st_mtime, (
-            f"{so} is older than {src}: rebuild it with `pip install -e .`"
+    sources = _sources()
+    assert {"hostlib.h", "hostwire.h"} <= {p.name for p in sources}, sources
+    for src in sources:
+        assert so.stat().st_mtime >= src.stat().st_mtime, (
+            f"{so} is older than {src.name}: rebuild it with `pip install -e .`"
         )
 
 
@@ -98,8 +105,8 @@ def test_the_c_constants_are_the_protocols_and_the_kernels():
     }
     for name, value in pairs.items():
         assert d[f"UMAD_{name}"] == value, name
-    # the RMPP classes and the response rule, as umad.c writes them
-    src = (HOSTLIB / "umad.c").read_text()
+    # the RMPP classes and the response rule, as the library's sources write them
+    src = "".join(p.read_text() for p in _sources())
     rule = re.search(
         r"return c == 0x03 \|\| c == 0x06 \|\| c == 0x10 \|\| c == 0x12 \|\| "
         r"\(c >= 0x30 && c <= 0x4F\);",

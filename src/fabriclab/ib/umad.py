@@ -5,7 +5,7 @@ and their ioctl numbers, and which MAD classes segment with RMPP.
 Sources: ``include/uapi/rdma/ib_user_mad.h`` and ``rdma_user_ioctl.h`` (the same in
 rdma-core 44 and 56 ``kernel-headers``), ``drivers/infiniband/core/user_mad.c``,
 ``mad.c`` and ``mad_rmpp.c``, ``include/rdma/ib_mad.h``.  fabriclab's host library
-(``sim/host/hostlib/umad.c``) speaks the same ABI to the programs it is loaded into; the
+(``sim/host/hostlib``, in C) speaks the same ABI to the programs it is loaded into; the
 tests check its constants against these.
 """
 

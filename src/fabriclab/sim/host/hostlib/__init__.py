@@ -1,7 +1,8 @@
-"""fabriclab's host library: the C preload (``umad.c``) that shows a tool on an emulated
-tray the tray's HCAs, its /sys/class/infiniband and its umad devices, served by the
-fabric server over :mod:`fabriclab.ib.hostwire`.  The package's build (hatch_build.py)
-compiles it into ``libfabriclab-umad.so`` here."""
+"""fabriclab's host library: the C preload that shows a tool on an emulated tray the
+tray's HCAs, its /sys/class/infiniband and its umad devices, served by the fabric server
+over :mod:`fabriclab.ib.hostwire`.  Its sources are the ``*.c`` files here, one job each
+(``hostlib.h`` lists them); the package's build (hatch_build.py) compiles them into
+``libfabriclab-umad.so`` here."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def library_path() -> str:
                 Problem(
                     str(path),
                     "the host library is not built: reinstall fabriclab "
-                    "(`pip install -e .` or `./dev setup`), which compiles umad.c with gcc",
+                    "(`pip install -e .` or `./dev setup`), which compiles it with gcc",
                 )
             ]
         )

@@ -1,4 +1,4 @@
-/* fabriclab's host protocol and the kernel's umad ABI, as the host library (umad.c)
+/* fabriclab's host protocol and the kernel's umad ABI, as the host library (hostlib.h)
  * speaks them.  Mirrors src/fabriclab/ib/hostwire.py (the protocol; its docstring is the
  * specification) and src/fabriclab/ib/umad.py (the ABI); tests/test_hostlib.py checks
  * every #define here against those modules. */

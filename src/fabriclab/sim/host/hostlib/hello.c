@@ -1,0 +1,76 @@
+/* fabriclab's host library: a connection to the fabric server, opened with a HELLO
+ * and answered by a REPLY (fabriclab.ib.hostwire). */
+#include "hostlib.h"
+
+/* Opens a connection of `kind` and says HELLO (index, token, then `extra` in the same
+ * frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS for the REPLY.  The
+ * connected, blocking socket, or -1 with errno and what went wrong in `text` (the
+ * server's own line when it refused).  REPLY's token goes to *token. */
+int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
+          int cloexec, char *text)
+{
+    if (!server_len) {
+        snprintf(text, FL_TEXT_MAX, "FABRICLAB_SOCKNAME '%s' is too long", server_name);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (strlen(tray_name) >= FL_TRAY_MAX) {
+        snprintf(text, FL_TEXT_MAX, "FABRICLAB_TRAY '%s' is longer than %d bytes", tray_name,
+                 FL_TRAY_MAX - 1);
+        errno = EINVAL;
+        return -1;
+    }
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | (cloexec ? SOCK_CLOEXEC : 0), 0);
+    if (s < 0) {
+        snprintf(text, FL_TEXT_MAX, "cannot make a socket: %s", strerror(errno));
+        return -1;
+    }
+    unsigned char frame[FL_HELLO_SIZE + UMAD_REG_REQ2_SIZE] = {0};
+    struct fl_hello *h = (struct fl_hello *)frame;
+    h->magic = FL_MAGIC;
+    h->version = FL_VERSION;
+    h->kind = (uint16_t)kind;
+    h->pid = (uint32_t)getpid();
+    h->index = index;
+    h->token = *token;
+    memcpy(h->tray, tray_name, strlen(tray_name));
+    if (n > sizeof frame - FL_HELLO_SIZE)
+        n = sizeof frame - FL_HELLO_SIZE;
+    if (n)
+        memcpy(frame + FL_HELLO_SIZE, extra, n);
+    unsigned char reply[FL_REPLY_SIZE + FL_TEXT_MAX];
+    struct pollfd pf = {s, POLLIN, 0};
+    ssize_t got;
+    int err;
+    if (connect(s, (struct sockaddr *)&server_addr, server_len) < 0) {
+        err = errno;
+        snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s': %s", server_name,
+                 strerror(err));
+    } else if (send(s, frame, FL_HELLO_SIZE + n, MSG_NOSIGNAL) < 0) {
+        err = errno;
+        snprintf(text, FL_TEXT_MAX, "the fabric server '%s' hung up: %s", server_name,
+                 strerror(err));
+    } else if (NEXT(poll)(&pf, 1, WAIT_MS) <= 0) {
+        err = ETIMEDOUT;
+        snprintf(text, FL_TEXT_MAX, "the fabric server '%s' did not answer", server_name);
+    } else if ((got = recv(s, reply, sizeof reply, 0)) < FL_REPLY_SIZE ||
+               ((struct fl_reply *)reply)->magic != FL_MAGIC) {
+        err = got < 0 ? errno : EPROTO;
+        snprintf(text, FL_TEXT_MAX, "the fabric server '%s' hung up without an answer",
+                 server_name);
+    } else {
+        struct fl_reply *r = (struct fl_reply *)reply;
+        size_t len = (size_t)got - FL_REPLY_SIZE;
+        memcpy(text, reply + FL_REPLY_SIZE, len);
+        text[len] = '\0';
+        *token = r->token;
+        if (!r->err)
+            return s;
+        err = r->err;
+        if (!len)
+            snprintf(text, FL_TEXT_MAX, "the fabric server refused: %s", strerror(err));
+    }
+    NEXT(close)(s);
+    errno = err;
+    return -1;
+}

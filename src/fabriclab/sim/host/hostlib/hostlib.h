@@ -1,0 +1,155 @@
+/* fabriclab's host library, what its files share (the internal header; every file of
+ * the library includes it first).
+ *
+ * Preloaded (LD_PRELOAD) into a libibumad program on an emulated tray, the library makes
+ * the process see the tray's HCAs as a host does:
+ *
+ * - /sys/class/infiniband and /sys/class/infiniband_mad are the tray's tree, written by
+ *   the fabric server (sim/host/sysfs.py) under a root it names once per process (TREE).
+ * - gethostname() is the tray's name.
+ * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server carrying
+ *   ib_user_mad frames, with the kernel's ioctl, read, write and poll semantics
+ *   (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N> is a
+ *   connection held open.
+ *
+ * The protocol is fabriclab.ib.hostwire (hostwire.h).  Environment: FABRICLAB_SOCKNAME
+ * (the fabric server's name; unset: everything passes through untouched) and
+ * FABRICLAB_TRAY (the tray's host name).  Every process under the preload loads this
+ * (dash, cat, python), so nothing happens at load time: configuration is read on the
+ * first path or file that may be ours, and libc's functions are looked up lazily.
+ *
+ * Which calls are wrapped follows what libibumad 44 and 56, the infiniband-diags tools,
+ * OpenSM's vendor layer, dash and cat call (the research note's table; libibumad's
+ * sysfs.c and umad.c).
+ *
+ * The files, one job each:
+ *   libc.c    libc's own functions, looked up on first use (NEXT)
+ *   config.c  the environment (which server, which tray), messages said once, gethostname
+ *   hello.c   a connection to the server: HELLO and its REPLY
+ *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
+ *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
+ *   open.c    the open family: umad and issm devices, or rewritten paths; close
+ *   ioctl.c   agent registration (the umad ioctls)
+ *   write.c   write: one MAD to the server
+ *   read.c    read: one message from the server
+ *   poll.c    poll: a pending message reads at once
+ *
+ * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
+ * library exports only the calls it wraps. */
+#ifndef FABRICLAB_HOSTLIB_H
+#define FABRICLAB_HOSTLIB_H
+
+#undef _FORTIFY_SOURCE
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostwire.h"
+
+/* Shared between the library's files, not exported from it. */
+#define FL_HIDDEN __attribute__((visibility("hidden")))
+
+#define WAIT_MS 5000        /* how long the server may take to answer a HELLO */
+#define FD_LIMIT 65536      /* umad and issm fds are looked up in an array this long */
+
+/* --- libc's own functions (libc.c) ------------------------------------------------- */
+
+/* libc's own function `name`, looked up on first use (dlsym RTLD_NEXT); one cached
+ * pointer per call site. */
+#define NEXT(name)                                                             \
+    ({                                                                         \
+        static void *slot_;                                                    \
+        (__typeof__(&name))next_symbol(&slot_, #name);                         \
+    })
+
+/* What NEXT calls: libc's `name`, cached in *slot (libc.c). */
+FL_HIDDEN void *next_symbol(void **slot, const char *name);
+
+/* --- configuration and messages (config.c) ----------------------------------------- */
+
+/* FABRICLAB_SOCKNAME; NULL: pass everything through */
+extern FL_HIDDEN const char *server_name;
+extern FL_HIDDEN const char *tray_name;   /* FABRICLAB_TRAY */
+extern FL_HIDDEN struct sockaddr_un server_addr;
+extern FL_HIDDEN socklen_t server_len;    /* 0: the name does not fit an address */
+extern FL_HIDDEN int said_failure, said_gone; /* each message is printed once per process */
+
+/* Whether this process talks to a fabric server at all. */
+FL_HIDDEN int active(void);
+
+/* One line "fabriclab: <text>" on stderr, the first time `flag` is used. */
+FL_HIDDEN void say_once(int *flag, const char *text);
+
+/* The server closed a umad connection: say so once, and fail the call with ENOTCONN. */
+FL_HIDDEN int server_gone(void);
+
+/* --- connections to the server (hello.c) ------------------------------------------- */
+
+/* A connection of `kind` after HELLO and REPLY: the socket, or -1 with errno and what
+ * went wrong in `text`. */
+FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
+                    int cloexec, char *text);
+
+/* --- the tray's tree (tree.c) ------------------------------------------------------ */
+
+/* Where `path` really is: in the tray's tree for /sys/class/infiniband[_mad][/...]
+ * (written into buf, PATH_MAX bytes), anything else unchanged. */
+FL_HIDDEN const char *sys_path(const char *path, char *buf);
+
+/* --- open umad and issm files (open.c) --------------------------------------------- */
+
+/* One open umad or issm file: the socket's state beyond what the kernel socket keeps. */
+struct ufd {
+    int kind;                 /* FL_KIND_UMAD or FL_KIND_ISSM */
+    uint32_t token;           /* the server's id of this connection */
+    pthread_mutex_t lock;     /* the agents and already_used */
+    pthread_mutex_t rlock;    /* the receive state (msg ...) */
+    pthread_mutex_t wlock;    /* a long message's frames go out together */
+    struct {
+        uint8_t used, told, kernel_rmpp;
+    } agent[UMAD_MAX_AGENTS];
+    int already_used;         /* an agent was registered: ENABLE_PKEY is EINVAL */
+    uint8_t *msg;             /* a message being reassembled, or waiting (ENOSPC) */
+    size_t msg_len, msg_have;
+    int ready;                /* msg is whole: the fd reads at once */
+    uint8_t *scratch;         /* FL_FRAME_MAX bytes: a frame beyond the reader's count */
+};
+
+extern FL_HIDDEN struct ufd *ufds[FD_LIMIT];
+extern FL_HIDDEN int ufd_count; /* how many are open: 0 lets every fd call pass at once */
+
+/* The umad or issm file behind `fd`, or NULL (O(1), no lock). */
+static inline struct ufd *lookup(int fd)
+{
+    if (__builtin_expect(!__atomic_load_n(&ufd_count, __ATOMIC_RELAXED), 1))
+        return NULL;
+    if ((unsigned)fd >= FD_LIMIT)
+        return NULL;
+    return __atomic_load_n(&ufds[fd], __ATOMIC_ACQUIRE);
+}
+
+/* --- MAD classes (ioctl.c, write.c) ------------------------------------------------ */
+
+/* Whether MAD class `c` is one the kernel segments with RMPP (ib_is_mad_class_rmpp). */
+static inline int rmpp_class(uint8_t c)
+{
+    return c == 0x03 || c == 0x06 || c == 0x10 || c == 0x12 || (c >= 0x30 && c <= 0x4F);
+}
+
+#endif

@@ -1,0 +1,85 @@
+/* fabriclab's host library: write on a umad file, one MAD to the fabric server
+ * (user_mad.c ib_umad_write), in frames when it is longer than one. */
+#include "hostlib.h"
+
+#define SEND_WAIT_MS 10000  /* how long a write waits for room before it fails */
+
+/* Whether a MAD is a response (ib_mad.h ib_response_mad): the R bit, TrapRepress, or a
+ * BM MAD with the response bit in its attribute modifier. */
+static int is_response(const uint8_t *mad)
+{
+    return (mad[3] & 0x80) || mad[3] == 0x07 || (mad[1] == 0x05 && (mad[23] & 1));
+}
+
+/* Sends one frame, waiting for room (the kernel's write never drops a MAD); 0, or -1
+ * with errno. */
+static int send_frame(int fd, struct iovec *iov, int n)
+{
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    for (;;) {
+        if (sendmsg(fd, &m, MSG_NOSIGNAL) >= 0)
+            return 0;
+        if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
+            return server_gone();
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return -1;
+        struct pollfd pf = {fd, POLLOUT, 0};
+        if (NEXT(poll)(&pf, 1, SEND_WAIT_MS) == 0)
+            return errno = EIO, -1;
+    }
+}
+
+/* The kernel's checks of a write, the request's TID (hi_tid = the agent), then the
+ * message in frames of at most FL_FRAME_MAX (hostwire: the first marked MORE). */
+static ssize_t umad_write(struct ufd *u, int fd, const uint8_t *buf, size_t count)
+{
+    if (u->kind != FL_KIND_UMAD || count < UMAD_MIN_WRITE)
+        return errno = EINVAL, -1;
+    uint8_t head[UMAD_HDR_SIZE + UMAD_MAD_HDR];
+    memcpy(head, buf, sizeof head);
+    uint8_t *mad = head + UMAD_HDR_SIZE;
+    uint32_t id;
+    memcpy(&id, head, sizeof id);
+    pthread_mutex_lock(&u->lock);
+    int used = id < UMAD_MAX_AGENTS && u->agent[id].used;
+    int krmpp = used && u->agent[id].kernel_rmpp;
+    pthread_mutex_unlock(&u->lock);
+    if (!used)
+        return errno = EINVAL, -1;
+    /* ib_create_send_mad: only an active RMPP message of a kernel-RMPP agent may be
+     * longer than one MAD */
+    int rmpp = krmpp && rmpp_class(mad[1]) &&
+               (buf[UMAD_HDR_SIZE + UMAD_RMPP_FLAGS_AT] & UMAD_RMPP_ACTIVE);
+    if (!rmpp && count > UMAD_HDR_SIZE + UMAD_MAD_SIZE)
+        return errno = EINVAL, -1;
+    if (!is_response(mad)) { /* TID bits 32-63 = hi_tid (user_mad.c) */
+        mad[8] = mad[9] = 0;
+        mad[10] = (uint8_t)(id >> 8);
+        mad[11] = (uint8_t)id;
+    }
+    uint32_t status = count > FL_FRAME_MAX ? FL_MORE : 0, length = (uint32_t)count;
+    memcpy(head + UMAD_STATUS_AT, &status, 4);
+    memcpy(head + UMAD_LENGTH_AT, &length, 4);
+    size_t first = count > FL_FRAME_MAX ? FL_FRAME_MAX : count;
+    struct iovec iov[2] = {{head, sizeof head},
+                           {(void *)(buf + sizeof head), first - sizeof head}};
+    pthread_mutex_lock(&u->wlock);
+    int r = send_frame(fd, iov, 2);
+    for (size_t at = first; !r && at < count; at += FL_FRAME_MAX) {
+        size_t n = count - at < FL_FRAME_MAX ? count - at : FL_FRAME_MAX;
+        struct iovec piece = {(void *)(buf + at), n};
+        r = send_frame(fd, &piece, 1);
+    }
+    pthread_mutex_unlock(&u->wlock);
+    return r < 0 ? -1 : (ssize_t)count;
+}
+
+ssize_t write(int fd, const void *buf, size_t count)
+{
+    struct ufd *u = lookup(fd);
+    if (!u)
+        return NEXT(write)(fd, buf, count);
+    return umad_write(u, fd, buf, count);
+}
