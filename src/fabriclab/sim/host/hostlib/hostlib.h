@@ -19,8 +19,7 @@
  * first path or file that may be ours, and libc's functions are looked up lazily.
  *
  * Which calls are wrapped follows what libibumad 44 and 56, the infiniband-diags tools,
- * OpenSM's vendor layer, dash and cat call (the research note's table; libibumad's
- * sysfs.c and umad.c).
+ * OpenSM's vendor layer, dash and cat call (read off libibumad's sysfs.c and umad.c).
  *
  * The files, one job each:
  *   libc.c    libc's own functions, looked up on first use (NEXT)
