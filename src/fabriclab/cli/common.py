@@ -54,10 +54,10 @@ def prose(text: str) -> str:
     return "\n\n".join(escape(" ".join(p.split("\n"))) for p in paragraphs)
 
 
-def group(help: str, panel: str | None = None, **settings) -> typer.Typer:
+def group(help: str, panel: str | None = None) -> typer.Typer:
     """A group of commands with ``help`` (see :func:`prose`), listed under ``panel`` in
     ``fabriclab --help``."""
-    return typer.Typer(help=prose(help), rich_help_panel=panel, no_args_is_help=True, **settings)
+    return typer.Typer(help=prose(help), rich_help_panel=panel, no_args_is_help=True)
 
 
 def command(group: typer.Typer, name: str | None = None, **settings) -> Callable[[F], F]:

@@ -23,8 +23,8 @@ from .common import (
 
 commands = group("Running a fabric.", panel="Running a fabric")
 
-# The fabric server's modules (numpy, scipy) and the topology API's (FastAPI) are imported
-# by the commands that use them: the others start without loading them.
+# The fabric server's modules (numpy, scipy) are imported by the commands that use them:
+# the others start without loading them.
 
 ViaOpt = typer.Option(
     "auto",

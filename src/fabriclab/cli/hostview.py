@@ -11,8 +11,8 @@ from .common import NameOpt, after_dashes, command, group, say, write
 
 commands = group("A tray's view of the running fabric.", panel="A tray's view")
 
-# The fabric server's modules (numpy, scipy) are imported
-# by the commands that use them: the others start without loading them.
+# The fabric server's modules (numpy, scipy) are imported by the commands that use them:
+# the others start without loading them.
 
 
 @command(commands)

@@ -17,8 +17,8 @@ from rich.markup import escape
 from ..errors import InputError, Problem
 from .common import NameOpt, command, group, say, show, table
 
-# The fabric server's modules (numpy, scipy) are imported
-# by the commands that use them: the others start without loading them.
+# The fabric server's modules (numpy, scipy) are imported by the commands that use them:
+# the others start without loading them.
 
 PANEL = "The live fabric"
 commands = group("The running fabric's faults, traffic, events and time.", panel=PANEL)
