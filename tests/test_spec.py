@@ -14,7 +14,7 @@ from fabriclab.spec.load import load_spec, locate, parse_spec_text, preset_names
 
 def errors_for(text: str) -> list[str]:
     """The problems of a spec text, as the CLI shows them: parsing locates its own; a
-    build's are located in the text afterwards (locate), as cli._cluster does."""
+    build's are located in the text afterwards (locate), as cli.common.load_cluster does."""
     try:
         spec = parse_spec_text(textwrap.dedent(text), "t.yaml")
     except SpecError as e:

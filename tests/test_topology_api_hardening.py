@@ -559,11 +559,11 @@ def test_is_loopback(host, loopback):
 
 def _fuzz_service() -> server.TopologyService:
     """The app as ``serve-topology lab --models-dir DIR`` makes it, with no delay."""
-    from fabriclab.cli import _cluster
+    from fabriclab.cli.common import load_cluster
     from fabriclab.topology import inputs as topology_inputs
     from fabriclab.topology.providers import local_graph
 
-    inputs = topology_inputs.from_cluster(_cluster("lab"))
+    inputs = topology_inputs.from_cluster(load_cluster("lab"))
 
     def local(requested):
         return local_graph(inputs, requested, compat=False, names=False), inputs.gpus

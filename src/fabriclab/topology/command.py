@@ -50,9 +50,11 @@ def topology_command(
     label_format,
     trays,
     cluster_loader: Callable,
+    given: Inputs | None = None,
 ) -> tuple[str, Report]:
-    """``fabriclab topology``: the engine's text and what was left out on the way.  A
-    provider's or engine's problem is raised at ``engine`` with the warnings so far."""
+    """``fabriclab topology``: the engine's text and what was left out on the way, from a
+    spec, dump files or inputs ``given`` (a running fabric's views).  A provider's or
+    engine's problem is raised at ``engine`` with the warnings so far."""
     if compat not in (None, "topograph"):
         raise OptionError(
             f"unknown {compat!r}; the one compatibility mode is 'topograph'", where="--compat"
@@ -61,7 +63,7 @@ def topology_command(
         raise OptionError("json or script", where="--format")
     if spec and ib_files:
         raise OptionError("give a SPEC or --ibnetdiscover files, not both", where="topology")
-    inputs = given_inputs(spec, ib_files, smi_file, trays, cluster_loader)
+    inputs = given or given_inputs(spec, ib_files, smi_file, trays, cluster_loader)
     if inputs is None:
         raise OptionError(
             "give a SPEC, or --ibnetdiscover FILE [--nvidia-smi FILE]", where="topology"

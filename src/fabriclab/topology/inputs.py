@@ -68,27 +68,45 @@ def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
     """ibnetdiscover dumps (several are joined: ``_union``) and an optional file of
     pdsh-prefixed nvidia-smi answers; what could not be read is reported."""
     report = Report()
-    texts, fabrics = [], []
-    for path in ib_paths:
-        text = ibnetdiscover.read_file(path)
-        dump = ibnetdiscover.parse(text, path)
-        for problem in dump.warnings:
-            report.warn(
-                problem.where,
-                problem.what,
-                left_out="only named as the far end" not in problem.what,
-            )
-        if dump.warnings_dropped:
-            report.warn(path, f"{dump.warnings_dropped} more problems like these")
-        texts.append(text)
-        fabrics.append(dump.fabric)
-    fabric = fabrics[0] if len(fabrics) == 1 else _union(fabrics, report)
+    dumps = [_dump(ibnetdiscover.read_file(path), path, report) for path in ib_paths]
     smi = nvidia_smi.parse_pdsh_file(smi_path) if smi_path else None
+    return _joined(dumps, smi, report)
+
+
+def from_views(name: str, ib_text: str, smi_text: str) -> Inputs:
+    """What the running fabric ``name`` shows now: its ibnetdiscover and its trays'
+    pdsh-prefixed nvidia-smi answers (problems are named ``NAME.ibnetdiscover`` and
+    ``NAME.nvidia-smi``)."""
+    report = Report()
+    dumps = [_dump(ib_text, f"{name}.ibnetdiscover", report)]
+    return _joined(dumps, nvidia_smi.parse_pdsh(smi_text, f"{name}.nvidia-smi"), report)
+
+
+def _dump(text: str, source: str, report: Report) -> tuple[str, Fabric]:
+    """An ibnetdiscover dump's text and fabric; what could not be read goes to ``report``."""
+    dump = ibnetdiscover.parse(text, source)
+    for problem in dump.warnings:
+        report.warn(
+            problem.where,
+            problem.what,
+            left_out="only named as the far end" not in problem.what,
+        )
+    if dump.warnings_dropped:
+        report.warn(source, f"{dump.warnings_dropped} more problems like these")
+    return text, dump.fabric
+
+
+def _joined(
+    dumps: list[tuple[str, Fabric]], smi: nvidia_smi.SmiAnswers | None, report: Report
+) -> Inputs:
+    """The inputs of some dumps (joined) and nvidia-smi answers."""
+    fabrics = [fabric for _, fabric in dumps]
+    fabric = fabrics[0] if len(fabrics) == 1 else _union(fabrics, report)
     hosts = list(hosts_of(fabric))
     if smi is not None:
         hosts += [host for host in smi.hosts if host not in hosts]
     gpus = {host: len(host_gpus) for host, host_gpus in (smi.hosts.items() if smi else [])}
-    return Inputs(fabric, texts, smi, hosts, gpus, report)
+    return Inputs(fabric, [text for text, _ in dumps], smi, hosts, gpus, report)
 
 
 def _union(fabrics: list[Fabric], report: Report) -> Fabric:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,7 +115,7 @@ class EventLog:
             "sim_time": round(self.clock.now(), 6),
         }
         self.next_id += 1
-        os.write(self._fd, (json.dumps(ev) + "\n").encode())
+        os.write(self._fd, (line(ev) + "\n").encode())
         return ev
 
     def close(self) -> None:
@@ -122,28 +123,52 @@ class EventLog:
         os.close(self._fd)
 
 
-def read(path: Path, offset: int = 0) -> list[dict]:
-    """The events in ``path`` from byte ``offset`` on (see :func:`read_new`)."""
-    return read_new(path, offset)[0]
+def line(ev: dict) -> str:
+    """An event as the log keeps it: one JSON object on one line (no newline)."""
+    return json.dumps(ev)
 
 
-def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """The events written to ``path`` after byte ``offset``, and the offset to read on
-    from (for ``events --follow``).  Whole lines only: a line still being written, or
-    one that is not an event (a torn last line after a crash), is skipped."""
+def _tail(path: Path, offset: int) -> bytes:
+    """What ``path`` holds from byte ``offset`` on (nothing when there is no such file)."""
     try:
         with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
             f.seek(offset)
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
+        return b""
+
+
+def _events(data: bytes) -> list[dict]:
+    """The events of some lines of a log; a line that is not an event, as a torn last line
+    after a crash, is skipped."""
     out = []
-    for line in data[:end].split(b"\n"):
+    for text in data.split(b"\n"):
         try:
-            ev = json.loads(line)
+            ev = json.loads(text)
         except ValueError:
             continue
         if isinstance(ev, dict):
             out.append(ev)
-    return out, offset + end
+    return out
+
+
+def read(path: Path, offset: int = 0) -> list[dict]:
+    """The events in ``path`` from byte ``offset`` on."""
+    return _events(_tail(path, offset))
+
+
+def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
+    """The events written to ``path`` after byte ``offset`` (complete lines only), and the
+    offset to read on from."""
+    data = _tail(path, offset)
+    end = data.rfind(b"\n") + 1
+    return _events(data[:end]), offset + end
+
+
+def follow(path: Path, offset: int, poll: float = 0.2) -> Iterator[dict]:
+    """Each event written to ``path`` after byte ``offset``, as it is written (the log is
+    looked at every ``poll`` seconds); it never ends (``fabriclab events --follow``)."""
+    while True:
+        time.sleep(poll)
+        evs, offset = read_new(path, offset)
+        yield from evs

@@ -36,7 +36,9 @@ from ...errors import FabriclabError, InputError, Problem
 from ...ib import hostwire, simwire
 from ...model.cluster import Cluster
 from ..host import hostlib
+from ..host import sysfs as sysfs_tree
 from ..wire import procfs
+from . import admin
 from .records import Instance, NotRunning
 
 UMAD2SIM_GLOBS = (
@@ -330,6 +332,35 @@ def exec_mounted(name: str, tray: str, command: list[str], load: Loader) -> int:
             except KeyboardInterrupt:
                 proc.wait()
                 raise
+
+
+# --- what a tray's programs read: nvidia-smi, /sys/class/infiniband ------------------------
+
+
+def nvidia_smi(name: str, tray: str, args: list[str]) -> str:
+    """What ``nvidia-smi ARGS`` prints on ``tray`` of the running fabric ``name`` now."""
+    return admin.request(name, {"op": "nvidia-smi", "tray": tray, "args": args})["text"]
+
+
+def keep_sysfs(name: str, tray: str, root: Path, period: float, once: bool = False) -> int:
+    """Write ``tray``'s /sys/class/infiniband under ``root`` from the running fabric
+    ``name`` every ``period`` seconds until the fabric stops (or once); how many times it
+    was written.  Only a first request that fails is an error: a fabric that goes later
+    leaves the tree as it last was."""
+    first = True
+
+    def fetch() -> dict | None:
+        nonlocal first
+        try:
+            view = admin.request(name, {"op": "tray", "host": tray}, timeout=60)
+        except (NotRunning, InputError):
+            if first:
+                raise
+            return None
+        first = False
+        return view
+
+    return sysfs_tree.keep_live(fetch, root, period, once=once)
 
 
 # --- shims --------------------------------------------------------------------------------

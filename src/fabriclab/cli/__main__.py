@@ -1,0 +1,5 @@
+"""``python -m fabriclab.cli``: the ``fabriclab`` command."""
+
+from .app import main
+
+main()

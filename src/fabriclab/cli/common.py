@@ -1,0 +1,159 @@
+"""What the command groups share: the consoles, loading a cluster, printing lines, tables
+and files, SOURCE_DATE_EPOCH, the options several groups take, and how a command is
+declared (its help from its docstring)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Collection, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import InputError, Problem, SpecError, shown
+from ..limits import MAX_TRAYS
+from ..model.build import build
+from ..model.cluster import Cluster
+from ..spec.load import load_spec, locate
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+F = TypeVar("F", bound=Callable)
+
+# --- options more than one group takes ------------------------------------------------
+
+SpecArg = typer.Argument(..., help="A spec YAML file or a preset name.")
+TraysOpt = typer.Option(
+    None, "--trays", min=1, max=MAX_TRAYS, help="Scale the spec to this many trays."
+)
+OutputOpt = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")
+NameOpt = typer.Option(
+    "sim",
+    "--name",
+    "-n",
+    help="The running fabric's name; its sockets are named after it (libumad2sim's "
+    "IBSIM_SOCKNAME; ibsim's default is 'sim').",
+)
+
+
+# --- declaring commands ----------------------------------------------------------------
+
+
+def prose(text: str) -> str:
+    """Help text as the help formatter should get it: each paragraph (blank lines apart)
+    on one line, whatever the source's line breaks, and no Rich markup (``[port]`` stays
+    as written)."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(escape(" ".join(p.split("\n"))) for p in paragraphs)
+
+
+def group(help: str, panel: str | None = None) -> typer.Typer:
+    """A group of commands with ``help`` (see :func:`prose`), listed under ``panel`` in
+    ``fabriclab --help``."""
+    return typer.Typer(help=prose(help), rich_help_panel=panel, no_args_is_help=True)
+
+
+def command(group: typer.Typer, name: str | None = None, **settings) -> Callable[[F], F]:
+    """Make the decorated function ``group``'s command ``name``, its docstring the help
+    (see :func:`prose`), listed under the group's panel."""
+
+    def register(f: F) -> F:
+        group.command(
+            name, help=prose(f.__doc__ or ""), rich_help_panel=group.rich_help_panel, **settings
+        )(f)
+        return f
+
+    return register
+
+
+def after_dashes(args: list[str] | None) -> list[str]:
+    """The arguments given after ``--`` (the ``--`` itself dropped)."""
+    args = list(args or [])
+    return args[1:] if args[:1] == ["--"] else args
+
+
+# --- loading a cluster -------------------------------------------------------------------
+
+
+def load_cluster(spec: str, trays: int | None = None) -> Cluster:
+    """The cluster of a spec file or preset, scaled to ``trays``; a problem the build
+    finds is located in the spec's text."""
+    s = load_spec(spec, trays=trays)
+    try:
+        return build(s)
+    except SpecError as e:
+        raise locate(s, e) from None
+
+
+def now() -> float | None:
+    """SOURCE_DATE_EPOCH pins the header timestamp, for reproducible output."""
+    v = os.environ.get("SOURCE_DATE_EPOCH")
+    if v is None:
+        return None
+    # reproducible-builds.org: "an integer number of seconds since the epoch"; bounded to
+    # the years ctime() can print (up to 9999) before it is used
+    s = v.strip()
+    if not (s.isascii() and s.isdigit() and len(s) <= 12 and int(s) <= 253402300799):
+        raise InputError(
+            [
+                Problem(
+                    "SOURCE_DATE_EPOCH",
+                    f"not a number of seconds since 1970 (up to the year 9999): {v[:40]!r}",
+                )
+            ]
+        )
+    return float(s)
+
+
+# --- printing ----------------------------------------------------------------------------
+
+
+def show(line: str) -> None:
+    """A line of the command's output (stdout)."""
+    out.print(line, markup=False)
+
+
+def say(line: str) -> None:
+    """A line for the user on stderr (progress, warnings)."""
+    err.print(line, markup=False)
+
+
+def warn(problems: list[Problem], dropped: int = 0) -> None:
+    """Warnings on stderr: the first few, then how many more (see errors.shown)."""
+    for line in shown(problems, "warning", dropped):
+        say(line)
+
+
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    right: Collection[str] = (),
+    header: bool = True,
+) -> None:
+    """A table on stdout: ``columns`` (those in ``right`` right-aligned) and ``rows``."""
+    t = Table(title=title, show_header=header)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    for row in rows:
+        t.add_row(*row)
+    out.print(t)
+
+
+def write(text: str, output: Path | None) -> None:
+    """``text`` to ``output``, or to stdout when it is None or ``-``."""
+    if output is None or str(output) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.write_text(text)
+    except OSError as e:
+        raise InputError([Problem(str(output), f"cannot write: {e.strerror}")]) from None

@@ -1,0 +1,215 @@
+"""The commands that run a fabric and attach tools to it: up, down, status, exec, shims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import InputError, Problem
+from ..sim.wire.admission import DEFAULT_MAX_CLIENTS
+from .common import (
+    NameOpt,
+    SpecArg,
+    TraysOpt,
+    after_dashes,
+    command,
+    group,
+    load_cluster,
+    say,
+    table,
+    write,
+)
+
+commands = group("Running a fabric.", panel="Running a fabric")
+
+# The fabric server's modules (numpy, scipy) are imported by the commands that use them:
+# the others start without loading them.
+
+ViaOpt = typer.Option(
+    "auto",
+    "--via",
+    help="How the tool attaches: hostlib (fabriclab's host library: a tray's HCAs), "
+    "umad2sim (Debian's libumad2sim: any port, remote fabrics), auto (hostlib on a tray "
+    "of a local fabric, else umad2sim).",
+)
+
+
+@command(commands)
+def up(
+    spec: str = SpecArg,
+    name: str = NameOpt,
+    detach: bool = typer.Option(
+        False, "--detach", "-d", help="Run in the background; 'fabriclab down' stops it."
+    ),
+    listen: str | None = typer.Option(
+        None,
+        "--listen",
+        help="Remote mode: serve UDP on [HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT; "
+        "libumad2sim only); a non-loopback HOST needs --allow.",
+    ),
+    allow: str | None = typer.Option(
+        None,
+        "--allow",
+        metavar="NETWORK[,…]",
+        help="Remote mode: the networks that may attach, NETWORK[,NETWORK…] (CIDR); others "
+        "are ignored.  Default: loopback.",
+    ),
+    allow_user: list[str] | None = typer.Option(
+        None,
+        "--allow-user",
+        metavar="USER",
+        help="Users (names or uids, repeatable) whose tools may attach besides your own.",
+    ),
+    max_clients: int = typer.Option(
+        DEFAULT_MAX_CLIENTS,
+        "--max-clients",
+        min=1,
+        help="At most this many tools attached at once.",
+    ),
+    sm: bool = typer.Option(False, "--sm", help="Also run the real OpenSM on the fabric."),
+    sm_at: str | None = typer.Option(
+        None,
+        "--sm-at",
+        help="Where OpenSM runs (a tray, HOST:HCA, CA or switch); default: the first tray.",
+    ),
+    sm_via: str = typer.Option(
+        "auto", "--sm-via", help="How OpenSM attaches (as 'exec --via'; auto: hostlib on a tray)."
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
+    ),
+    trays: int | None = TraysOpt,
+    cold: bool = typer.Option(
+        False, "--cold", help="Power on with no LIDs (0) until an SM assigns them."
+    ),
+    swap: list[str] | None = typer.Option(
+        None, "--swap", metavar="PORT,PORT", help="Serve these two cables' far ends swapped."
+    ),
+    virtual_clock: bool = typer.Option(
+        False,
+        "--virtual-clock",
+        help="Time moves only by 'fabriclab clock advance' (every counter exact).",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Bring back the faults, scenarios, flows, counters and clock the fabric had "
+        "(its journal).",
+    ),
+) -> None:
+    """Serve a fabric to the real tools: OpenSM and infiniband-diags run unmodified
+    against it.
+
+    A tool on a tray attaches through fabriclab's host library and sees the tray's own
+    HCAs (mlx5_0 ...); a tool on a switch or a single port, or on a fabric served over UDP
+    (--listen), through Debian's libumad2sim.  See 'fabriclab exec'.
+
+    Example: fabriclab up lab --detach --sm
+    """
+    from ..sim.run import launcher
+
+    launcher.up(
+        launcher.UpRequest(
+            spec=spec,
+            name=name,
+            trays=trays,
+            listen=listen,
+            allow=allow,
+            allow_user=allow_user or [],
+            max_clients=max_clients,
+            sm=sm,
+            sm_at=sm_at,
+            sm_via=sm_via,
+            verbose=verbose,
+            detach=detach,
+            cold=cold,
+            swaps=swap or [],
+            virtual_clock=virtual_clock,
+            resume=resume,
+        ),
+        load=load_cluster,
+        say=say,
+    )
+
+
+@command(commands)
+def down(name: str = NameOpt) -> None:
+    """Stop a fabric that is up (and its OpenSM).
+
+    Example: fabriclab down --name lab
+    """
+    from ..sim.run import launcher
+
+    inst = launcher.stop(name)
+    say(f"fabric {name!r} down (pid {inst.pid})")
+
+
+@command(commands)
+def status() -> None:
+    """List the fabrics that are up: name, pid, spec, how tools reach it, OpenSM's state.
+
+    Example: fabriclab status
+    """
+    from ..sim.run import launcher
+    from ..statedir import state_dir
+
+    columns = ("name", "pid", "spec", "reach", "OpenSM")
+    table(f"fabrics up ({state_dir()})", columns, launcher.status())
+
+
+@command(commands, "exec", context_settings={"allow_interspersed_args": False})
+def exec_(
+    node: str = typer.Argument(
+        ..., help="Where the tool runs: HOST, HOST:HCA[:PORT], a CA or switch."
+    ),
+    command: list[str] = typer.Argument(..., help="The tool and its arguments (after --)."),
+    name: str = NameOpt,
+    via: str = ViaOpt,
+    mount: bool = typer.Option(
+        False,
+        "--mount",
+        help="Run it in a private mount namespace with the tray's live tree at "
+        "/sys/class/infiniband (root; for programs that read sysfs without libc).",
+    ),
+) -> None:
+    """Run a real tool as if on NODE of the running fabric.
+
+    On a tray the tool sees the tray's HCAs (mlx5_0 ...) through fabriclab's host
+    library; on a switch or a single port it runs through Debian's libumad2sim (see
+    --via).  nvidia-smi is answered by the fabric for the tray's GPUs.
+
+    Example: fabriclab exec sched-worker1 -- ibstat
+    """
+    from ..sim.run import tools
+
+    command = after_dashes(command)
+    if not command:
+        raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
+    if command[0] == "nvidia-smi":  # the tray's GPUs: answered by the running fabric
+        write(tools.nvidia_smi(name, node, command[1:]), None)
+        return
+    if mount:
+        raise typer.Exit(tools.exec_mounted(name, node, command, load=load_cluster))
+    tools.exec_tool(name, node, command, load=load_cluster, say=say, via=via)
+
+
+@command(commands)
+def shims(
+    node: str = typer.Argument(..., help="The tray (or HOST:HCA, CA) the tools run as."),
+    directory: Path = typer.Argument(..., help="Where to write the wrappers (a bin dir for PATH)."),
+    name: str = NameOpt,
+    via: str = ViaOpt,
+) -> None:
+    """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
+    sudo) so software that shells out on a tray finds them on PATH.
+
+    Each wrapper runs the real tool found on this machine, attached to the running fabric
+    as 'fabriclab exec' would.
+
+    Example: fabriclab shims sched-worker1 ./bin
+    """
+    from ..sim.run import tools
+
+    written = tools.shims(name, node, directory, load=load_cluster, via=via)
+    say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")

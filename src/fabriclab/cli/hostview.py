@@ -1,0 +1,57 @@
+"""What a tray of the running fabric shows its programs: sysfs (its /sys/class/infiniband)
+and nvidia-smi."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import NameOpt, after_dashes, command, group, say, write
+
+commands = group("A tray's view of the running fabric.", panel="A tray's view")
+
+# The fabric server's modules (numpy, scipy) are imported by the commands that use them:
+# the others start without loading them.
+
+
+@command(commands)
+def sysfs(
+    tray: str = typer.Argument(..., help="The tray (host name) whose HCAs to show."),
+    directory: Path = typer.Argument(
+        ..., metavar="DIR", help="The sys root to write (DIR/class/infiniband/...)."
+    ),
+    name: str = NameOpt,
+    period: float = typer.Option(
+        1.0, "--period", min=0.05, max=3600, help="Seconds between refreshes."
+    ),
+    once: bool = typer.Option(False, "--once", help="Write the tree once and stop."),
+) -> None:
+    """Write TRAY's /sys/class/infiniband under DIR from the running fabric and keep it
+    live until the fabric stops (node_exporter --path.sysfs=DIR reads it).
+
+    Example: fabriclab sysfs sched-worker1 /tmp/sw1-sys --once
+    """
+    from ..sim.run import tools
+
+    n = tools.keep_sysfs(name, tray, directory, period, once=once)
+    if not once:
+        say(f"fabric {name!r} stopped; {directory} left as last written ({n} refreshes)")
+
+
+@command(commands, "nvidia-smi", context_settings={"allow_interspersed_args": False})
+def nvidia_smi(
+    tray: str = typer.Argument(..., help="The tray whose GPUs answer."),
+    args: list[str] | None = typer.Argument(
+        None, help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]."
+    ),
+    name: str = NameOpt,
+) -> None:
+    """Print what nvidia-smi prints on TRAY of the running fabric now, its NVLink faults
+    included: -q (the Fabric section) or the --query-gpu form topograph uses.
+
+    Example: fabriclab nvidia-smi sched-worker1 -- -q
+    """
+    from ..sim.run import tools
+
+    write(tools.nvidia_smi(name, tray, after_dashes(args)), None)
