@@ -113,8 +113,8 @@ class Block:
         return names
 
     def uses_real_tools(self) -> bool:
-        """Whether the block runs OpenSM or infiniband-diags."""
-        return any(" --sm" in c.text or " exec " in f" {c.text} " for c in self.commands())
+        """Whether the block runs OpenSM or infiniband-diags (``--sm``, ``exec``, ``shims``)."""
+        return any(re.search(r"\s--sm\b|\bexec\b|\bshims\b", c.text) for c in self.commands())
 
 
 def pages() -> list[Path]:

@@ -13,6 +13,7 @@ process left in the namespace is killed.  Each command is bounded in time.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -69,8 +70,12 @@ class Namespace:
             start_new_session=True,
         )
         assert self.holder.stdout is not None
-        ready = self.holder.stdout.readline()  # sh exits (EOF) if either step fails
-        assert ready.strip() == b"ready", "unshare --net or 'ip link set lo up' failed"
+        readable, _, _ = select.select([self.holder.stdout], [], [], 30)
+        ready = self.holder.stdout.readline() if readable else b""  # EOF if a step failed
+        if ready.strip() != b"ready":
+            self.holder.kill()
+            self.holder.wait(10)
+            pytest.fail("unshare --net, or 'ip link set lo up' in it, failed within 30 s")
         self.link = os.readlink(f"/proc/{self.holder.pid}/ns/net")
 
     def prefix(self) -> list[str]:
