@@ -143,6 +143,8 @@ def blocks(path: Path) -> list[Block]:
             i += 1
         i += 1
         classes, attrs, problems = _attributes(info)
+        if indent:  # Python-Markdown does not see a fence inside a list item
+            problems.append("an indented fence (in a list?): MkDocs shows it as plain text")
         found.append(Block(path, start + 1, info, classes, attrs, body, problems))
     return found
 
