@@ -458,7 +458,7 @@ def test_limit_is_the_documented_one():
     from fabriclab.topology import request_body
 
     assert request_body.MAX_BODY_BYTES == MAX_BODY
-    assert "4 MiB" in (Path(__file__).parents[1] / "README.md").read_text()
+    assert "4 MiB" in (Path(__file__).parents[1] / "docs" / "topology.md").read_text()
 
 
 def _wait(cond, timeout: float = 10) -> None:

@@ -3,7 +3,7 @@ of the same request within it replaces the pending one and restarts the delay, a
 topograph's TrailingDelayQueue aggregates requests), on a small fixed pool of worker
 threads fed by one scheduler thread; results are kept for a bounded count and age.
 
-Bounds (each documented in README's Topology section):
+Bounds (each documented in docs/topology.md, the topology API):
 
 - at most ``max_waiting`` requests (and ``max_waiting_bytes`` of their bodies) wait or
   run at once; one more is refused (``QueueFull``, the API answers 429);
