@@ -202,18 +202,20 @@ def call(path: Path, request: dict, timeout: float = 600.0):
             raise InputError(
                 [Problem(str(path), f"cannot reach the fabric's admin socket: {e.strerror}")]
             ) from None
-        s.sendall((json.dumps(request) + "\n").encode())
         buf = bytearray()
-        while b"\n" not in buf:
-            try:
+        try:
+            s.sendall((json.dumps(request) + "\n").encode())
+            while b"\n" not in buf:
                 chunk = s.recv(65536)
-            except TimeoutError:
-                raise InputError(
-                    [Problem(str(path), f"no answer from the fabric in {timeout:g} s")]
-                ) from None
-            if not chunk:
-                break
-            buf += chunk
+                if not chunk:
+                    break
+                buf += chunk
+        except TimeoutError:
+            raise InputError(
+                [Problem(str(path), f"no answer from the fabric in {timeout:g} s")]
+            ) from None
+        except OSError:  # reset or broken pipe: the fabric went away mid-request
+            buf.clear()
     finally:
         s.close()
     try:
