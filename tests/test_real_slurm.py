@@ -10,8 +10,6 @@ jobs submitted with ``--switches`` must be placed by that tree.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SPECS
+from helpers import fl
 from slurm_harness import Switch, expand_hostlist, parse_topology, slurm_available, slurm_cluster
 from versions import slurm as slurm_version
 
@@ -47,10 +46,7 @@ CASES = [Case("lab", False), Case("gb200-su", False), THREE]
 
 
 def generate(case: Case) -> str:
-    argv = [sys.executable, "-m", "fabriclab.cli", "topology", case.spec, "-e", "slurm-tree"]
-    if case.names:
-        argv.append("--names")
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    r = fl("topology", case.spec, "-e", "slurm-tree", *(["--names"] if case.names else []))
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -13,8 +13,6 @@ several pods, Slurm's own aggregated blocks stay inside pods where they can.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 import yaml
 from block_aggregates import needless_crossings, pods_of
 from conftest import SPECS
+from helpers import fl
 from slurm_harness import SlurmCluster, expand_hostlist, parse_blocks, slurm_cluster
 from versions import slurm as slurm_version
 
@@ -46,8 +45,7 @@ def slurm_root() -> Path | None:
 
 
 def generate(spec: str) -> str:
-    argv = [sys.executable, "-m", "fabriclab.cli", "topology", spec, "-e", "slurm-block"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    r = fl("topology", spec, "-e", "slurm-block")
     assert r.returncode == 0, r.stderr
     return r.stdout
 
