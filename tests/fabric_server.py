@@ -80,6 +80,18 @@ class Fabric:
         p = Path(self.env["FABRICLAB_STATE_DIR"]) / f"{self.name}.opensm" / "opensm.log"
         return p.read_text(errors="replace") if p.exists() else ""
 
+    def swept_after_trap(self, lid: int, since: int = 0, timeout: float = 60) -> None:
+        """Wait until OpenSM has logged the switch at ``lid``'s trap 128 (a link changed
+        state) and then SUBNET UP: it swept again because of it.  ``since``: where in
+        its log to look from."""
+        swept = re.compile(re.escape(link_trap(lid)) + r"(?s:.*)SUBNET UP")
+        wait_for(
+            lambda: swept.search(self.opensm_log()[since:]),
+            timeout,
+            lambda: f"OpenSM's sweep after the trap; its log:\n{self.opensm_log()[-3000:]}",
+            interval=0.2,
+        )
+
     def sweep(self, timeout: float = 60) -> str:
         """Make the fabric's OpenSM (``--sm``) sweep now and wait until that sweep is done:
         SIGHUP starts a heavy sweep (OpenSM's main loop), which logs SUBNET UP again when
@@ -96,6 +108,15 @@ class Fabric:
             lambda: f"OpenSM's sweep after SIGHUP; its log:\n{self.opensm_log()[-3000:]}",
         )
         return self.opensm_log()[before:]
+
+
+def link_trap(lid: int) -> str:
+    """The line OpenSM logs on trap 128 (a link changed state) from the switch at
+    ``lid``."""
+    return (
+        "Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) "
+        f"from LID:{lid} "
+    )
 
 
 @contextmanager

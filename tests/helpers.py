@@ -6,23 +6,25 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from realtools import UMAD2SIM
+import httpx
 
 from fabriclab.formats import ibnetdiscover
 from fabriclab.model.cluster import Cluster, find_port
 from fabriclab.sim.wire.server import FabricServer
 
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"  # Debian's ibsim preload
 _served = itertools.count()
 T = TypeVar("T")
 
@@ -31,7 +33,7 @@ def wait_for(
     cond: Callable[[], T],
     timeout: float = 30.0,
     what: str | Callable[[], str] = "the condition",
-    interval: float = 0.05,
+    interval: float = 0.1,
 ) -> T:
     """Call ``cond`` until it returns something true, and return that.  After ``timeout``
     seconds, fail with an AssertionError naming ``what`` did not happen (``what`` may be a
@@ -273,4 +275,98 @@ def run_tool(
         text=True,
         timeout=timeout,
         **kw,
+    )
+
+
+def in_tree(
+    root: Path, argv: Sequence[str], env: Mapping[str, str], cwd: str, mount_proc: bool
+) -> list[str]:
+    """The command line that runs ``argv`` in the Debian tree at ``root``: ``chroot``,
+    then exactly ``env`` (``env -i``; PATH and HOME unless ``env`` sets them), then ``cwd``
+    (a path inside the tree); with ``mount_proc``, in a mount namespace of its own with
+    the tree's /proc mounted.  Each wrapper execs the next, so the pid is the program's."""
+    full = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", **env}
+    cmd = [
+        "chroot",
+        str(root),
+        "/usr/bin/env",
+        "-i",
+        *(f"{k}={v}" for k, v in full.items()),
+        "/bin/sh",
+        "-c",
+        'cd "$0" && exec "$@"',
+        cwd,
+        *map(str, argv),
+    ]
+    if mount_proc:
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        cmd = [*unshare, f"--mount-proc={root}/proc", *cmd]
+    return cmd
+
+
+# --- the topology API ------------------------------------------------------------------
+
+
+def copy_models(source: Path, dest: Path) -> Path:
+    """topograph's test models (``tests__models__*.yaml`` under ``source``) copied to
+    ``dest`` under their own names, as a ``--models-dir``; ``dest``."""
+    for f in source.glob("tests__models__*.yaml"):
+        shutil.copy(f, dest / f.name.removeprefix("tests__models__"))
+    return dest
+
+
+class TopologyServer:
+    """A ``fabriclab serve-topology ARGS`` process on a free port; its stderr goes to a
+    log file.  :meth:`wait_ready` waits until /healthz answers; :meth:`stop` stops it."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict | None = None, host: str = "127.0.0.1"):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / f"server-{self.port}.log"
+        argv = [sys.executable, "-m", "fabriclab.cli", "serve-topology", *args]
+        with self.log.open("w") as err:
+            self.proc = subprocess.Popen(
+                [*argv, "--host", host, "--port", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, **(env or {})},
+            )
+
+    def wait_ready(self) -> TopologyServer:
+        def healthy() -> bool:
+            assert self.proc.poll() is None, f"serve-topology exited: {self.log.read_text()}"
+            try:
+                return httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, 30, lambda: f"serve-topology ready: {self.log.read_text()}")
+        return self
+
+    def status(self, key: str) -> int:
+        """A line of /proc/PID/status (Threads, VmRSS, VmHWM), as a number."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def topology_result(
+    base: str, uid: str, headers: dict | None = None, timeout: float = 10
+) -> httpx.Response:
+    """The topology API's answer to request ``uid`` once it is no longer pending (202)."""
+    return wait_for(
+        lambda: (
+            (
+                r := httpx.get(f"{base}/v1/topology", params={"uid": uid}, headers=headers)
+            ).status_code
+            != 202
+            and r
+        ),
+        timeout,
+        f"request {uid} answered",
+        interval=0.05,
     )

@@ -61,6 +61,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import in_tree
 from versions import slurm as slurm_version
 
 from fabriclab.spec import hostlist
@@ -81,7 +82,6 @@ _SUN_PATH_MAX = 107
 _CGROUP_DISABLED_SINCE = (24, 5)
 
 
-_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # what a command in a tree gets of this process's environment (``env -i`` drops the rest)
 _PASSED = ("SLURM_CONF", "LANG", "TZ")
 
@@ -111,25 +111,8 @@ class Place:
         is the program's."""
         if self.root is None:
             return [str(a) for a in argv]
-        keep = {"PATH": _PATH, "HOME": "/root"}
-        keep.update({k: v for k, v in env.items() if k in _PASSED})
-        return [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            f"--mount-proc={self.root}/proc",
-            "chroot",
-            str(self.root),
-            "/usr/bin/env",
-            "-i",
-            *(f"{k}={v}" for k, v in keep.items()),
-            "/bin/sh",
-            "-c",
-            'cd "$0" && exec "$@"',
-            self.path(cwd),
-            *map(str, argv),
-        ]
+        passed = {k: v for k, v in env.items() if k in _PASSED}
+        return in_tree(self.root, argv, passed, self.path(cwd), mount_proc=True)
 
     def missing(self, binaries: Sequence[str]) -> list[str]:
         """Those of ``binaries`` this place does not have."""

@@ -480,17 +480,7 @@ def test_ibportstate_takes_a_link_down_and_opensm_reacts(real_tools, toolset, tm
         assert "Disabled" in link(5)
         assert "Active" in link(4)
         # the trap reached OpenSM, which swept again
-        trap = (
-            f"Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) "
-            f"from LID:{leaf.lid} "
-        )
-        swept = re.compile(re.escape(trap) + r"(?s:.*)SUBNET UP")
-        wait_for(
-            lambda: swept.search(f.opensm_log()),
-            20,
-            lambda: f"OpenSM's sweep after the trap; its log:\n{f.opensm_log()[-3000:]}",
-            interval=0.2,
-        )
+        f.swept_after_trap(leaf.lid, timeout=20)
         # the peer HCA sees its link down: ibstat reads libumad2sim's sysfs, which every
         # release opens
         st = f.run("sched-worker2", "ibstat", tools=toolset).stdout

@@ -4,17 +4,13 @@ through the real smpquery and saquery; inter-switch links lose enforcement."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fabric_server import fabric_up
-from helpers import run_tool, served
-from realtools import UMAD2SIM
+from helpers import run_tool, served, started, umad2sim_env, wait_for
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.partitions import share_partition
@@ -57,32 +53,20 @@ def opensm(name: str, host: str, workdir: Path, partitions: str):
     conf.write_text("force_log_flush TRUE\n")
     (workdir / "partitions.conf").write_text(partitions)
     log = workdir / "opensm.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
-    env.update(
-        LD_PRELOAD=UMAD2SIM,
-        IBSIM_SOCKNAME=name,
-        SIM_HOST=host,
-        OSM_CACHE_DIR=str(workdir),
-        OSM_TMP_DIR=str(workdir),
-    )
+    env = umad2sim_env(name, host)
+    env.update(OSM_CACHE_DIR=str(workdir), OSM_TMP_DIR=str(workdir))
     argv = ["opensm", "-F", str(conf), "-f", str(log), "-e", "-P", str(workdir / "partitions.conf")]
-    with open(workdir / "opensm.out", "wb") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=workdir, stdout=out, stderr=out)
-    try:
-        deadline = time.monotonic() + 120
-        while "SUBNET UP" not in (log.read_text() if log.exists() else ""):
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                log.read_text() if log.exists() else "no log"
-            )
-            time.sleep(0.1)
+    with started(argv, workdir / "opensm.out", env=env, cwd=workdir) as proc:
+
+        def text() -> str:
+            return log.read_text(errors="replace") if log.exists() else "no log"
+
+        def up() -> bool:
+            assert proc.poll() is None, f"opensm exited {proc.poll()}: {text()[-3000:]}"
+            return "SUBNET UP" in text()
+
+        wait_for(up, 120, lambda: f"OpenSM's SUBNET UP: {text()[-3000:]}")
         yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _table(out: str) -> list[int]:

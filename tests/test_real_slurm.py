@@ -10,14 +10,13 @@ jobs submitted with ``--switches`` must be placed by that tree.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import SPECS
-from helpers import fl
+from helpers import fl, wait_for
 from slurm_harness import Switch, expand_hostlist, parse_topology, slurm_available, slurm_cluster
 from versions import slurm as slurm_version
 
@@ -158,9 +157,13 @@ def test_a_job_too_big_for_a_leaf_spans_leaves(running):
             return
         try:
             job = c.submit(size + 1, sleep_s=1)
-            time.sleep(2)
-            info = c.job_info(job)
-            assert (info["JobState"], info["Reason"]) == ("PENDING", "PartitionNodeLimit"), version
+            # Slurm's own word that the job cannot run in this partition, then its state
+            info = wait_for(
+                lambda: (i := c.job_info(job)).get("Reason") == "PartitionNodeLimit" and i,
+                30,
+                lambda: f"the job held for PartitionNodeLimit: {c.job_info(job)} ({version})",
+            )
+            assert info["JobState"] == "PENDING", (info, version)
         finally:
             c.cancel_all()
         return
