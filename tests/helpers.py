@@ -1,10 +1,12 @@
-"""Small helpers several test files share: running fabriclab and the real tools, waiting
-for a condition, stopping a process, free ports, the model's own rendering."""
+"""Helpers several test files share: running fabriclab and the real tools, waiting for a
+condition, processes (stopping one, one that witnesses signals), free ports, the model's
+own rendering, a command line in a Debian tree, and the topology API's server."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import select
 import shutil
 import signal
@@ -178,6 +180,13 @@ class SignalWitness:
         self.proc.kill()
         self.proc.wait()
         self.proc.stdout.close()  # type: ignore[union-attr]
+
+
+def counter(text: str, name: str) -> int:
+    """The number a libibmad tool (perfquery, smpquery) printed as ``Name:.....value``."""
+    m = re.search(rf"^{name}:\.+(\d+)$", text, re.M)
+    assert m, (name, text)
+    return int(m.group(1))
 
 
 def no_timestamp(text: str) -> list[str]:

@@ -61,7 +61,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers import in_tree
+from helpers import alive, in_tree
 from versions import slurm as slurm_version
 
 from fabriclab.spec import hostlist
@@ -250,20 +250,6 @@ def _resolves_to_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def _proc_state(pid: int) -> str | None:
-    """The state letter of ``pid`` (``Z`` for a zombie), or None when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def _alive(pid: int) -> bool:
-    state = _proc_state(pid)
-    return state is not None and state not in ("Z", "X")
-
-
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -287,7 +273,7 @@ def _pids_with_env(entry: bytes) -> list[int]:
             env = Path(f"/proc/{d}/environ").read_bytes()
         except OSError:
             continue
-        if entry in env.split(b"\0") and _alive(int(d)):
+        if entry in env.split(b"\0") and alive(int(d)):
             out.append(int(d))
     return out
 
@@ -471,7 +457,7 @@ class _Supervisor:
         return reply["pid"]
 
     def alive(self, name: str) -> bool:
-        return name in self.pids and _alive(self.pids[name])
+        return name in self.pids and alive(self.pids[name])
 
     def close(self, timeout: float = 15) -> None:
         """Kill everything still under the supervisor, and the supervisor."""

@@ -10,17 +10,13 @@ import re
 import signal
 
 from fabric_server import fabric_up, link_trap
-from helpers import wait_for
+from helpers import counter, wait_for
 
 LEAF = "LAB-IBLEAF-01"
 
 
 def _events(f) -> list[dict]:
     return [json.loads(line) for line in f.ok("events", "--name", f.name, "--json").splitlines()]
-
-
-def _counter(text: str, name: str) -> int:
-    return int(re.search(rf"{name}:\.+(\d+)", text).group(1))
 
 
 def test_leaf_port_down_and_up_as_the_real_tools_see_it(real_tools, tmp_path):
@@ -99,22 +95,22 @@ def test_bit_errors_at_the_expected_pace(real_tools, tmp_path):
         )
         assert f.ok("clock", "--name", f.name, "advance", "10").strip() == "clock at 10 s"
         pq = f.run("sched-worker2", "perfquery").stdout  # the HCA's own port
-        assert _counter(pq, "SymbolErrorCounter") == 425
-        assert _counter(pq, "LinkErrorRecoveryCounter") == 53
-        assert _counter(pq, "LocalLinkIntegrityErrors") == 15  # 4 bits wide: it stops at 15
+        assert counter(pq, "SymbolErrorCounter") == 425
+        assert counter(pq, "LinkErrorRecoveryCounter") == 53
+        assert counter(pq, "LocalLinkIntegrityErrors") == 15  # 4 bits wide: it stops at 15
         pqx = f.run("sched-worker2", "perfquery", "-x").stdout
-        assert _counter(pqx, "LocalLinkIntegrityErrors") == 53  # 64 bits wide
+        assert counter(pqx, "LocalLinkIntegrityErrors") == 53  # 64 bits wide
         leaf = f.cluster.fabric.find(LEAF)
         lq = f.run("sched-worker1", "perfquery", str(leaf.lid), "5").stdout
-        assert _counter(lq, "SymbolErrorCounter") == 425
+        assert counter(lq, "SymbolErrorCounter") == 425
         iq = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
         assert "[SymbolErrorCounter == 425 (425.000)]" in iq
         f.ok("clock", "--name", f.name, "advance", "10")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 850
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 850
         f.run("sched-worker2", "perfquery", "-R")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 0
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 0
         f.ok("clock", "--name", f.name, "advance", "2")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 85
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 85
         evs = [e["name"] for e in _events(f)]
         assert evs[0] == "High BER reported" and "Counter threshold exceeded" in evs
 
@@ -144,7 +140,7 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
         f.ok("clock", "--name", f.name, "advance", "15")  # mid-flap: link down at t=14
         faults = f.ok("fault", "--name", f.name, "list")
         before = f.run("sched-worker2", "perfquery").stdout
-        assert _counter(before, "SymbolErrorCounter") == 637  # 15 s x 42.5
+        assert counter(before, "SymbolErrorCounter") == 637  # 15 s x 42.5
         events_before = _events(f)
         # kill -9 the server, then bring it back from its journal
         os.kill(f.instance().pid, signal.SIGKILL)
@@ -156,11 +152,11 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
         assert f.ok("fault", "--name", f.name, "list") == faults
         after = f.run("sched-worker2", "perfquery").stdout
         for name in ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LocalLinkIntegrityErrors"):
-            assert _counter(after, name) == _counter(before, name), name
+            assert counter(after, name) == counter(before, name), name
         assert f.ok("clock", "--name", f.name, "show").startswith("clock at 15 s")
         assert _events(f) == events_before  # nothing happened twice
         f.ok("clock", "--name", f.name, "advance", "30")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 1912
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 1912
         evs = _events(f)
         flaps = [e["name"] for e in evs if e["object_name"].startswith(f"{LEAF}[9]")]
         assert flaps == ["Link went down", "Link is up"] * 5
@@ -171,7 +167,7 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
 
 def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
-        before = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        before = counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
         out = f.ok(
             "traffic",
             "--name",
@@ -184,7 +180,7 @@ def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path
         )
         assert out.strip() == "send: 1 flow(s) 1"
         f.ok("clock", "--name", f.name, "advance", "1")
-        after = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        after = counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
         assert after - before > (1 << 30) // 4  # payload in 4-byte words, plus headers
         assert "done" in f.ok("traffic", "--name", f.name, "list")
         r = f.fabriclab(

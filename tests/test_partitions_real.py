@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fabric_server import fabric_up
-from helpers import run_tool, served, started, umad2sim_env, wait_for
+from helpers import counter, run_tool, served, started, umad2sim_env, wait_for
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.partitions import share_partition
@@ -23,10 +23,7 @@ SPINE = "MF0;LAB-IBSPINE-01:MQM9701/U1"
 
 
 def _enforcement(text: str) -> tuple[int, int]:
-    inb = re.search(r"^PartEnforceInb:\.+(\d+)$", text, re.M)
-    outb = re.search(r"^PartEnforceOutb:\.+(\d+)$", text, re.M)
-    assert inb and outb, text
-    return int(inb.group(1)), int(outb.group(1))
+    return counter(text, "PartEnforceInb"), counter(text, "PartEnforceOutb")
 
 
 def test_opensm_clears_enforcement_on_inter_switch_links(real_tools, tmp_path):
@@ -137,12 +134,6 @@ def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
         assert share_partition(pa[0], pb[1])
 
 
-def _count(text: str, name: str) -> int:
-    m = re.search(rf"^{name}:\.+(\d+)$", text, re.M)
-    assert m, (name, text)
-    return int(m.group(1))
-
-
 def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_tools, tmp_path):
     """Two tenants in the real OpenSM's partitions.conf, traffic under the virtual clock:
     a flow inside tenant A reaches its receiver (the real perfquery -x there shows its
@@ -165,10 +156,10 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
             return f.run("sched-worker1", "perfquery", *argv).stdout
 
         def rcv(port) -> int:
-            return _count(pq("-x", str(port.lid), "1"), "PortRcvData")
+            return counter(pq("-x", str(port.lid), "1"), "PortRcvData")
 
         def xmit_constraint() -> int:
-            return _count(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
+            return counter(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
 
         before = (rcv(inside_to), rcv(across_to), xmit_constraint())
         for dst in ("sched-worker1/mlx5_2", "sched-worker2/mlx5_1"):

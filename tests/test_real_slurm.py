@@ -143,7 +143,10 @@ def test_switches_one_job_fills_one_leaf(running):
         c.cancel_all()
 
 
-def test_a_job_too_big_for_a_leaf_spans_leaves(running):
+def test_a_job_too_big_for_a_leaf_spans_leaves_or_cannot_run(running):
+    """A job one node larger than the largest leaf runs over two leaves or more; where
+    one leaf holds every tray (the lab) it cannot run: Slurm 24.11 refuses it at
+    submission, 22.05 holds it (PartitionNodeLimit)."""
     c = running.cluster
     leaves = _leaves(c.topology())
     size = max(len(v) for v in leaves.values())
