@@ -375,9 +375,20 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
             status, reply = c.request(dr_smp(0x11, [1]))  # still answered, correctly
             leaf = f.cluster.fabric.find("MF0;LAB-IBLEAF-01:MQM9701/U1")
             assert status == 0 and reply[64 + 12 : 64 + 20] == leaf.guid.to_bytes(8, "big")
+            fuzzer = f"@{f.name}:out{c.id}"
+        # gone when its disconnect is handled (its socket name may be reused after)
+        wait_for(
+            lambda: not [x for x in _out_sockets(f.name) if x.rstrip("@") == fuzzer],
+            10,
+            "the fuzzing client's data socket closed",
+        )
         # tools killed while attached: ibping servers, each waiting for pings on its
         # umad device, SIGKILLed once the server holds a data socket for each
-        before = len(_out_sockets(f.name))
+        before = set(_out_sockets(f.name))  # other clients' (OpenSM's, through umad2sim)
+
+        def theirs() -> set[str]:
+            return set(_out_sockets(f.name)) - before
+
         env = f.tool_env("sched-worker1")
         procs = [
             subprocess.Popen(
@@ -390,11 +401,7 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
             for _ in range(6)
         ]
         try:
-            wait_for(
-                lambda: len(_out_sockets(f.name)) == before + 6,
-                30,
-                lambda: f"six tools attached ({len(_out_sockets(f.name)) - before} are)",
-            )
+            wait_for(lambda: len(theirs()) == 6, 30, lambda: f"six tools attached: {theirs()}")
             assert [p.poll() for p in procs] == [None] * 6  # all still at work
         finally:
             for p in procs:
@@ -402,9 +409,9 @@ def test_garbage_and_dying_clients_leave_the_server_answering(real_tools, tmp_pa
                 p.wait()
         # their data sockets are closed once the server notices they are gone
         wait_for(
-            lambda: len(_out_sockets(f.name)) == before,
+            lambda: not theirs(),
             10,
-            lambda: f"the dead tools' data sockets closed: {_out_sockets(f.name)}",
+            lambda: f"the dead tools' data sockets closed: {theirs()}",
             interval=0.2,
         )
         assert inst.alive()
