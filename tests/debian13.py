@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import versions
+from helpers import in_tree
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "debian13-root.sh"
@@ -61,7 +62,6 @@ SCRIPT = REPO / "scripts" / "debian13-root.sh"
 RDMA_CORE = 56
 IBSIM = (0, 12)
 SLURM = (24, 11)
-_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _scratch = itertools.count()
 _made: list[Path] = []
 
@@ -107,31 +107,7 @@ def _remove_scratch() -> None:
 
 
 def _argv(argv: Sequence[str], env: Mapping[str, str] | None, cwd: str, proc: bool) -> list[str]:
-    full = {"PATH": _PATH, "HOME": "/root", **(env or {})}
-    # chroot, then env -i (exactly these variables), then sh to change directory inside
-    # the tree; each execs the next, so the command keeps the first process's pid
-    cmd = [
-        "chroot",
-        str(root()),
-        "/usr/bin/env",
-        "-i",
-        *(f"{k}={v}" for k, v in full.items()),
-        "/bin/sh",
-        "-c",
-        'cd "$0" && exec "$@"',
-        cwd,
-        *map(str, argv),
-    ]
-    if proc:
-        cmd = [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            f"--mount-proc={root()}/proc",
-            *cmd,
-        ]
-    return cmd
+    return in_tree(root(), argv, env or {}, cwd, mount_proc=proc)
 
 
 def run(

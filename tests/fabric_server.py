@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import signal
 import subprocess
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+from helpers import fl, wait_for
 from toolsets import SYSTEM, ToolSet
 
 from fabriclab.model.build import build
@@ -65,18 +67,56 @@ class Fabric:
         return r
 
     def fabriclab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fabriclab.cli", *args],
-            env=self.env,
-            cwd=self.workdir,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        """A fabriclab command with this fabric's state directory."""
+        return fl(*args, env=self.env, cwd=self.workdir, timeout=timeout)
+
+    def ok(self, *args: str) -> str:
+        """A fabriclab command that must succeed; its standard output."""
+        r = self.fabriclab(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
 
     def opensm_log(self) -> str:
         p = Path(self.env["FABRICLAB_STATE_DIR"]) / f"{self.name}.opensm" / "opensm.log"
         return p.read_text(errors="replace") if p.exists() else ""
+
+    def swept_after_trap(self, lid: int, since: int = 0, timeout: float = 60) -> None:
+        """Wait until OpenSM has logged the switch at ``lid``'s trap 128 (a link changed
+        state) and then SUBNET UP: it swept again because of it.  ``since``: where in
+        its log to look from."""
+        swept = re.compile(re.escape(link_trap(lid)) + r"(?s:.*)SUBNET UP")
+        wait_for(
+            lambda: swept.search(self.opensm_log()[since:]),
+            timeout,
+            lambda: f"OpenSM's sweep after the trap; its log:\n{self.opensm_log()[-3000:]}",
+            interval=0.2,
+        )
+
+    def sweep(self, timeout: float = 60) -> str:
+        """Make the fabric's OpenSM (``--sm``) sweep now and wait until that sweep is done:
+        SIGHUP starts a heavy sweep (OpenSM's main loop), which logs SUBNET UP again when
+        it brings the subnet up.  Proof that OpenSM is still attached and is answered;
+        the log after the signal."""
+        inst = self.instance()
+        assert inst.sm_pid, "the fabric runs no OpenSM"
+        wait_for(lambda: "SUBNET UP" in self.opensm_log(), timeout, "OpenSM's first SUBNET UP")
+        before = len(self.opensm_log())
+        os.kill(inst.sm_pid, signal.SIGHUP)
+        wait_for(
+            lambda: re.search(r"\bSUBNET UP\b", self.opensm_log()[before:]),
+            timeout,
+            lambda: f"OpenSM's sweep after SIGHUP; its log:\n{self.opensm_log()[-3000:]}",
+        )
+        return self.opensm_log()[before:]
+
+
+def link_trap(lid: int) -> str:
+    """The line OpenSM logs on trap 128 (a link changed state) from the switch at
+    ``lid``."""
+    return (
+        "Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) "
+        f"from LID:{lid} "
+    )
 
 
 @contextmanager

@@ -11,16 +11,15 @@ import itertools
 import os
 import shutil
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from helpers import UMAD2SIM, stop_process, wait_for
 from toolsets import SYSTEM, ToolSet
 
 from fabriclab.ib import simwire
 from fabriclab.sim.wire import procfs
 
-UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 TOOLS = ("ibsim", "opensm", "ibnetdiscover")
 _counter = itertools.count()
 
@@ -91,19 +90,13 @@ def ibsim(
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not procfs.abstract_bound(simwire.sockname(sockname, "ctl")):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"ibsim did not start: {(workdir / 'ibsim.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.02)
+
+        def bound() -> bool:
+            assert proc.poll() is None, f"ibsim exited: {(workdir / 'ibsim.log').read_text()}"
+            return procfs.abstract_bound(simwire.sockname(sockname, "ctl"))
+
+        wait_for(bound, 30, "ibsim's control socket", interval=0.02)
         yield IbsimSession(workdir, sockname, tools)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 5)
         log.close()

@@ -61,6 +61,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import alive, in_tree
 from versions import slurm as slurm_version
 
 from fabriclab.spec import hostlist
@@ -81,7 +82,6 @@ _SUN_PATH_MAX = 107
 _CGROUP_DISABLED_SINCE = (24, 5)
 
 
-_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # what a command in a tree gets of this process's environment (``env -i`` drops the rest)
 _PASSED = ("SLURM_CONF", "LANG", "TZ")
 
@@ -111,25 +111,8 @@ class Place:
         is the program's."""
         if self.root is None:
             return [str(a) for a in argv]
-        keep = {"PATH": _PATH, "HOME": "/root"}
-        keep.update({k: v for k, v in env.items() if k in _PASSED})
-        return [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            f"--mount-proc={self.root}/proc",
-            "chroot",
-            str(self.root),
-            "/usr/bin/env",
-            "-i",
-            *(f"{k}={v}" for k, v in keep.items()),
-            "/bin/sh",
-            "-c",
-            'cd "$0" && exec "$@"',
-            self.path(cwd),
-            *map(str, argv),
-        ]
+        passed = {k: v for k, v in env.items() if k in _PASSED}
+        return in_tree(self.root, argv, passed, self.path(cwd), mount_proc=True)
 
     def missing(self, binaries: Sequence[str]) -> list[str]:
         """Those of ``binaries`` this place does not have."""
@@ -267,20 +250,6 @@ def _resolves_to_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def _proc_state(pid: int) -> str | None:
-    """The state letter of ``pid`` (``Z`` for a zombie), or None when it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def _alive(pid: int) -> bool:
-    state = _proc_state(pid)
-    return state is not None and state not in ("Z", "X")
-
-
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -304,7 +273,7 @@ def _pids_with_env(entry: bytes) -> list[int]:
             env = Path(f"/proc/{d}/environ").read_bytes()
         except OSError:
             continue
-        if entry in env.split(b"\0") and _alive(int(d)):
+        if entry in env.split(b"\0") and alive(int(d)):
             out.append(int(d))
     return out
 
@@ -488,7 +457,7 @@ class _Supervisor:
         return reply["pid"]
 
     def alive(self, name: str) -> bool:
-        return name in self.pids and _alive(self.pids[name])
+        return name in self.pids and alive(self.pids[name])
 
     def close(self, timeout: float = 15) -> None:
         """Kill everything still under the supervisor, and the supervisor."""

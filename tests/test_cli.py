@@ -5,24 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
+import helpers
 import pytest
 import yaml
 from conftest import FIXTURES
 
 ENV = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160"}
-
-
-def fl(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        input=input,
-        timeout=120,
-    )
+fl = partial(helpers.fl, env=ENV)  # a fixed date, and a terminal as wide as the tables
 
 
 # The seed's listing (ai-lab part 7), every line it shows, tabs as the tool prints them.

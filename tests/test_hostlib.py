@@ -231,7 +231,9 @@ def send_message(s: socket.socket, msg: bytes) -> None:
     struct.pack_into("<I", first, umad.STATUS_AT, status)
     s.send(first)
     for at in range(hostwire.FRAME_MAX, len(msg), hostwire.FRAME_MAX):
-        time.sleep(0.05)  # the reader sees the first piece alone: it waits for the rest
+        # pacing, not a wait: the pieces are sent apart so that the reader sees the
+        # first one alone and must wait for the rest, which is what is tested
+        time.sleep(0.05)
         s.send(msg[at : at + hostwire.FRAME_MAX])
 
 

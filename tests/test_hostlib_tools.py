@@ -18,7 +18,7 @@ import pytest
 import versions
 from conftest import SPECS
 from fabric_server import fabric_up
-from helpers import no_timestamp
+from helpers import no_timestamp, stop_process, wait_for
 from simclient import SimClient, lid_mad
 
 from fabriclab.formats import ibnetdiscover
@@ -162,18 +162,29 @@ def test_ibping_between_two_trays(su):
         text=True,
     )
     try:
-        time.sleep(0.5)  # its registration
+        _answering(su, TRAY, "mlx5_1", target.lid, server)
         r = _run(su, TRAY, "ibping", "-c", "3", "-C", "mlx5_1", str(target.lid), timeout=60)
         assert "3 packets transmitted, 3 received, 0% packet loss" in r.stdout, r.stdout
         # the server answers with its host's name (gethostname: this machine's)
         assert len(re.findall(rf"^Pong from .* \(Lid {target.lid}\)", r.stdout, re.M)) == 3
     finally:
-        server.terminate()
-        server.wait(10)
+        stop_process(server)
     # nobody listening there now: the MAD layer answers "unsupported", at once
     t0 = time.monotonic()
     r = _run(su, TRAY, "ibping", "-c", "1", "-C", "mlx5_1", str(target.lid), check=False)
     assert "1 packets transmitted, 0 received" in r.stdout and time.monotonic() - t0 < 10
+
+
+def _answering(f, tray: str, hca: str, lid: int, server: subprocess.Popen) -> None:
+    """Wait until the ibping server ``server`` (at ``lid``) answers a ping from
+    ``tray``'s ``hca``: it has registered and waits for pings."""
+
+    def answered() -> bool:
+        assert server.poll() is None, server.communicate()
+        r = _run(f, tray, "ibping", "-c", "1", "-C", hca, str(lid), check=False)
+        return "1 packets transmitted, 1 received" in r.stdout
+
+    wait_for(answered, 30, f"the ibping server at LID {lid} answering", interval=0.2)
 
 
 def _wire_counters(f, lid: int, port: int) -> dict[str, int]:
@@ -201,7 +212,19 @@ def test_perfquery_x_prints_the_servers_counters_and_nothing_is_left_behind(su, 
     for src in (f"{OTHER}/mlx5_0", f"{THIRD}/mlx5_0"):
         r = su.fabriclab("traffic", "send", "--name", su.name, src, a, "--rate", "40GB/s")
         assert r.returncode == 0, r.stderr
-    time.sleep(2)
+
+    def moved() -> bool:  # what the assertions below look for, on the wire
+        at_hca, at_leaf = (
+            _wire_counters(su, hca.lid, 1),
+            _wire_counters(su, leaf.node.lid, leaf.num),
+        )
+        return (
+            at_hca["SymbolErrorCounter"] > 0
+            and at_hca["PortRcvData"] > 10**9
+            and at_leaf["PortXmitWait"] > 0
+        )
+
+    wait_for(moved, 60, "bit errors and a gigabyte of incast at the HCA", interval=0.2)
     su.fabriclab("traffic", "stop", "--name", su.name)
     su.fabriclab("fault", "clear", "--name", su.name)
     empty = tmp_path / "cwd"
@@ -226,7 +249,10 @@ def test_perfquery_x_prints_the_servers_counters_and_nothing_is_left_behind(su, 
 
 
 def test_a_missing_hca_and_a_server_gone_fail_clearly(real_tools, tmp_path):
-    with fabric_up("lab", tmp_path / "lab") as f:
+    """A tool asking for an HCA the tray lacks, or on a tray that does not exist, fails
+    with one line saying so; a tool blocked reading its umad device when the server is
+    killed says the server went away instead of hanging."""
+    with fabric_up("lab", tmp_path / "lab", sm=True) as f:
         r = _run(f, "sched-worker1", "ibstat", "mlx5_7", check=False)
         assert r.returncode != 0 and "mlx5_7" in r.stderr
         r = _run(f, "sched-worker1", "smpquery", "-C", "mlx5_7", "nodeinfo", "1", check=False)
@@ -235,7 +261,8 @@ def test_a_missing_hca_and_a_server_gone_fail_clearly(real_tools, tmp_path):
         assert (
             r.stdout == "" and r.stderr == "fabriclab: no-such-tray: no such tray in this fabric\n"
         )
-        # a tool blocked reading its umad device (ibping's server waits for pings)
+        # a tool blocked reading its umad device (ibping's server, once it has answered
+        # a ping, waits for the next)
         ping = subprocess.Popen(
             ["ibping", "-S", "-C", "mlx5_1"],
             env=_env(f, "sched-worker2"),
@@ -243,7 +270,8 @@ def test_a_missing_hca_and_a_server_gone_fail_clearly(real_tools, tmp_path):
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(1)
+        lid = f.cluster.tray("sched-worker2").hcas[1].ports[1].lid
+        _answering(f, "sched-worker1", "mlx5_0", lid, ping)
         os.kill(f.instance().pid, signal.SIGKILL)
         try:
             _out, err = ping.communicate(timeout=30)
@@ -274,18 +302,19 @@ def test_opensm_bound_to_a_named_hca_of_a_tray(real_tools, tmp_path):
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and sm.poll() is None:
-                if log.exists() and "SUBNET UP" in log.read_text(errors="replace"):
-                    break
-                time.sleep(0.2)
-            text = log.read_text(errors="replace") if log.exists() else ""
-            assert "SUBNET UP" in text, (sm.poll(), text[-3000:])
-            assert f"0x{hca.guid:016x}" in text  # the port it bound to
+
+            def text() -> str:
+                return log.read_text(errors="replace") if log.exists() else ""
+
+            def up() -> bool:
+                assert sm.poll() is None, f"opensm exited {sm.poll()}: {text()[-3000:]}"
+                return "SUBNET UP" in text()
+
+            wait_for(up, 120, lambda: f"OpenSM's SUBNET UP: {text()[-3000:]}", interval=0.2)
+            assert f"0x{hca.guid:016x}" in text()  # the port it bound to
             out = _run(f, "sched-worker2", "sminfo", "-C", "mlx5_0").stdout
         finally:
-            sm.terminate()
-            sm.wait(10)
+            stop_process(sm)
         assert out.startswith(f"sminfo: sm lid {hca.lid} sm guid 0x{hca.guid:016x}"), out
 
 

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from helpers import served
+from helpers import served, wait_for
 
 from fabriclab.ib import hostwire, simwire, umad
 from fabriclab.ib.caps import CAP_IS_SM
@@ -261,17 +261,12 @@ def test_bad_frames_cost_nothing_and_issm_is_held_by_one(fabric):
     sp = srv.sim.port_of(port)
     s1, err, *_ = _connect(srv, hostwire.KIND_ISSM, TRAY_B, 0)
     assert err == 0
-    deadline = time.monotonic() + 5
-    while not sp.cap_mask & CAP_IS_SM and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert sp.cap_mask & CAP_IS_SM
+    wait_for(lambda: sp.cap_mask & CAP_IS_SM, 5, "IsSM set on the port", interval=0.01)
     s2, err2, *_ = _connect(srv, hostwire.KIND_ISSM, TRAY_B, 0)
     s2.close()
     assert err2 == errno.EBUSY
     s1.close()
-    while sp.cap_mask & CAP_IS_SM and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not sp.cap_mask & CAP_IS_SM
+    wait_for(lambda: not sp.cap_mask & CAP_IS_SM, 5, "IsSM cleared on the port", interval=0.01)
 
 
 def test_a_tool_that_takes_no_long_answer_is_detached_and_the_server_goes_on(fabric):
@@ -284,10 +279,7 @@ def test_a_tool_that_takes_no_long_answer_is_detached_and_the_server_goes_on(fab
         table[26] = umad.RMPP_ACTIVE
         _send_long(sm, _hdr(2, lid_q, 1, length=64 + len(table)) + bytes(table))
         # q reads nothing: within a few seconds it is detached, and the server answers
-        t0 = time.monotonic()
-        while tq in srv.clients and time.monotonic() - t0 < 10:
-            time.sleep(0.1)
-        assert tq not in srv.clients
+        wait_for(lambda: tq not in srv.clients, 10, "the tool that reads nothing detached")
         sm.send(_hdr(0, lid_sm, 0, 100) + _mad(0x01, 1, 0x01, 9, attr=0x11))
         h, msg = _read(sm)
         assert h["status"] == 0 and int.from_bytes(msg[64 + 12 : 64 + 16], "big") == 9

@@ -8,34 +8,15 @@ import json
 import os
 import re
 import signal
-import time
 
-from fabric_server import fabric_up
+from fabric_server import fabric_up, link_trap
+from helpers import counter, wait_for
 
 LEAF = "LAB-IBLEAF-01"
 
 
-def _ok(f, *args: str) -> str:
-    r = f.fabriclab(*args)
-    assert r.returncode == 0, (args, r.stderr)
-    return r.stdout
-
-
 def _events(f) -> list[dict]:
-    return [json.loads(line) for line in _ok(f, "events", "--name", f.name, "--json").splitlines()]
-
-
-def _wait(pred, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.3)
-    return pred()
-
-
-def _counter(text: str, name: str) -> int:
-    return int(re.search(rf"{name}:\.+(\d+)", text).group(1))
+    return [json.loads(line) for line in f.ok("events", "--name", f.name, "--json").splitlines()]
 
 
 def test_leaf_port_down_and_up_as_the_real_tools_see_it(real_tools, tmp_path):
@@ -43,7 +24,7 @@ def test_leaf_port_down_and_up_as_the_real_tools_see_it(real_tools, tmp_path):
         leaf = f.cluster.fabric.find(LEAF)
         assert "sched-worker2 mlx5_0" in f.run("sched-worker1", "ibnetdiscover").stdout
         log_before = len(f.opensm_log())
-        assert _ok(f, "fault", "--name", f.name, "down", f"{LEAF}[5]").startswith("fault 1: down")
+        assert f.ok("fault", "--name", f.name, "down", f"{LEAF}[5]").startswith("fault 1: down")
         st = f.run("sched-worker2", "ibstat").stdout  # the HCA at the other end
         assert "State: Down" in st and "Physical state: Polling" in st
 
@@ -52,17 +33,12 @@ def test_leaf_port_down_and_up_as_the_real_tools_see_it(real_tools, tmp_path):
             return next(ln for ln in out.splitlines() if re.match(rf"\s+{leaf.lid}\s+5\[", ln))
 
         assert "Down/ Polling" in link5()
-        trap = (
-            "Received Generic Notice type:1 num:128 (Link state change) Producer:2 (Switch) "
-            f"from LID:{leaf.lid} "
-        )
-        swept = re.compile(re.escape(trap) + r"(?s:.*)SUBNET UP")
-        assert _wait(lambda: swept.search(f.opensm_log()[log_before:])), f.opensm_log()[-3000:]
+        f.swept_after_trap(leaf.lid, since=log_before)
         assert "sched-worker2 mlx5_0" not in f.run("sched-worker1", "ibnetdiscover").stdout
         # either end names the link
-        out = _ok(f, "fault", "--name", f.name, "up", "sched-worker2/mlx5_0[1]")
+        out = f.ok("fault", "--name", f.name, "up", "sched-worker2/mlx5_0[1]")
         assert "cleared fault(s) 1" in out
-        assert _wait(lambda: "Active/  LinkUp" in link5())
+        wait_for(lambda: "Active/  LinkUp" in link5(), 60, "the link Active again", interval=0.3)
         assert "State: Active" in f.run("sched-worker2", "ibstat").stdout
         assert "sched-worker2 mlx5_0" in f.run("sched-worker1", "ibnetdiscover").stdout
         names = [(e["name"], e["object_name"]) for e in _events(f)]
@@ -73,14 +49,12 @@ def test_leaf_port_down_and_up_as_the_real_tools_see_it(real_tools, tmp_path):
         assert r.returncode == 2 and r.stderr.strip().splitlines() == [
             "error: NOPE[3]: no switch, tray or HCA 'NOPE' in this fabric"
         ]
-        assert LEAF not in _ok(f, "fault", "--name", f.name, "list")
+        assert LEAF not in f.ok("fault", "--name", f.name, "list")
 
 
 def test_degraded_link_in_iblinkinfo_and_ibqueryerrors(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
-        _ok(
-            f, "fault", "--name", f.name, "degrade", f"{LEAF}[7]", "--width", "2x", "--speed", "HDR"
-        )
+        f.ok("fault", "--name", f.name, "degrade", f"{LEAF}[7]", "--width", "2x", "--speed", "HDR")
 
         def line() -> str:
             out = f.run("sched-worker1", "iblinkinfo", "--switches-only").stdout
@@ -88,7 +62,14 @@ def test_degraded_link_in_iblinkinfo_and_ibqueryerrors(real_tools, tmp_path):
             return next(ln for ln in out.splitlines() if re.match(rf"\s+{leaf.lid}\s+7\[", ln))
 
         # the link retrained (INIT); OpenSM, told by trap 128, makes it Active again
-        assert _wait(lambda: "Active/  LinkUp" in line()), line()
+        wait_for(
+            lambda: "Active/  LinkUp" in line(),
+            60,
+            lambda: f"the link Active: {line()}",
+            interval=0.3,
+        )
+        leaf = f.cluster.fabric.find(LEAF)
+        assert link_trap(leaf.lid) in f.opensm_log(), f.opensm_log()[-3000:]
         assert "( 2X        53.125 Gbps Active/  LinkUp)" in line()
         assert "(Could be 4X Could be 106.25 Gbps)" in line()
         r = f.run("sched-worker1", "ibqueryerrors", "-r", check=False)
@@ -101,8 +82,7 @@ def test_degraded_link_in_iblinkinfo_and_ibqueryerrors(real_tools, tmp_path):
 def test_bit_errors_at_the_expected_pace(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
         # 4x NDR: 4.25e11 bits/s each way; BER 1e-10: 42.5 symbol errors a second
-        _ok(
-            f,
+        f.ok(
             "fault",
             "--name",
             f.name,
@@ -113,24 +93,24 @@ def test_bit_errors_at_the_expected_pace(real_tools, tmp_path):
             "--down-after",
             "255",
         )
-        assert _ok(f, "clock", "--name", f.name, "advance", "10").strip() == "clock at 10 s"
+        assert f.ok("clock", "--name", f.name, "advance", "10").strip() == "clock at 10 s"
         pq = f.run("sched-worker2", "perfquery").stdout  # the HCA's own port
-        assert _counter(pq, "SymbolErrorCounter") == 425
-        assert _counter(pq, "LinkErrorRecoveryCounter") == 53
-        assert _counter(pq, "LocalLinkIntegrityErrors") == 15  # 4 bits wide: it stops at 15
+        assert counter(pq, "SymbolErrorCounter") == 425
+        assert counter(pq, "LinkErrorRecoveryCounter") == 53
+        assert counter(pq, "LocalLinkIntegrityErrors") == 15  # 4 bits wide: it stops at 15
         pqx = f.run("sched-worker2", "perfquery", "-x").stdout
-        assert _counter(pqx, "LocalLinkIntegrityErrors") == 53  # 64 bits wide
+        assert counter(pqx, "LocalLinkIntegrityErrors") == 53  # 64 bits wide
         leaf = f.cluster.fabric.find(LEAF)
         lq = f.run("sched-worker1", "perfquery", str(leaf.lid), "5").stdout
-        assert _counter(lq, "SymbolErrorCounter") == 425
+        assert counter(lq, "SymbolErrorCounter") == 425
         iq = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
         assert "[SymbolErrorCounter == 425 (425.000)]" in iq
-        _ok(f, "clock", "--name", f.name, "advance", "10")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 850
+        f.ok("clock", "--name", f.name, "advance", "10")
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 850
         f.run("sched-worker2", "perfquery", "-R")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 0
-        _ok(f, "clock", "--name", f.name, "advance", "2")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 85
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 0
+        f.ok("clock", "--name", f.name, "advance", "2")
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 85
         evs = [e["name"] for e in _events(f)]
         assert evs[0] == "High BER reported" and "Counter threshold exceeded" in evs
 
@@ -157,37 +137,38 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
         assert _events(f) == []
         r = f.fabriclab("scenario", "--name", f.name, "run", str(scenario))
         assert r.returncode == 0, r.stderr
-        _ok(f, "clock", "--name", f.name, "advance", "15")  # mid-flap: link down at t=14
-        faults = _ok(f, "fault", "--name", f.name, "list")
+        f.ok("clock", "--name", f.name, "advance", "15")  # mid-flap: link down at t=14
+        faults = f.ok("fault", "--name", f.name, "list")
         before = f.run("sched-worker2", "perfquery").stdout
-        assert _counter(before, "SymbolErrorCounter") == 637  # 15 s x 42.5
+        assert counter(before, "SymbolErrorCounter") == 637  # 15 s x 42.5
         events_before = _events(f)
         # kill -9 the server, then bring it back from its journal
         os.kill(f.instance().pid, signal.SIGKILL)
-        assert _wait(lambda: f.fabriclab("status").stdout.count(f.name) == 0, 10)
+        wait_for(
+            lambda: f.fabriclab("status").stdout.count(f.name) == 0, 10, "the killed fabric gone"
+        )
         r = f.fabriclab("up", "lab", "--name", f.name, "--detach", "--virtual-clock", "--resume")
         assert r.returncode == 0, r.stderr
-        assert _ok(f, "fault", "--name", f.name, "list") == faults
+        assert f.ok("fault", "--name", f.name, "list") == faults
         after = f.run("sched-worker2", "perfquery").stdout
         for name in ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LocalLinkIntegrityErrors"):
-            assert _counter(after, name) == _counter(before, name), name
-        assert _ok(f, "clock", "--name", f.name, "show").startswith("clock at 15 s")
+            assert counter(after, name) == counter(before, name), name
+        assert f.ok("clock", "--name", f.name, "show").startswith("clock at 15 s")
         assert _events(f) == events_before  # nothing happened twice
-        _ok(f, "clock", "--name", f.name, "advance", "30")
-        assert _counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 1912
+        f.ok("clock", "--name", f.name, "advance", "30")
+        assert counter(f.run("sched-worker2", "perfquery").stdout, "SymbolErrorCounter") == 1912
         evs = _events(f)
         flaps = [e["name"] for e in evs if e["object_name"].startswith(f"{LEAF}[9]")]
         assert flaps == ["Link went down", "Link is up"] * 5
         assert [e["id"] for e in evs] == list(range(1, len(evs) + 1))
         assert evs[-1]["name"] == "Link width and speed restored"
-        assert "leaf-flap" not in _ok(f, "fault", "--name", f.name, "list")
+        assert "leaf-flap" not in f.ok("fault", "--name", f.name, "list")
 
 
 def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
-        before = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
-        out = _ok(
-            f,
+        before = counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        out = f.ok(
             "traffic",
             "--name",
             f.name,
@@ -198,10 +179,10 @@ def test_traffic_commands_move_the_counters_perfquery_reads(real_tools, tmp_path
             "1Gi",
         )
         assert out.strip() == "send: 1 flow(s) 1"
-        _ok(f, "clock", "--name", f.name, "advance", "1")
-        after = _counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
+        f.ok("clock", "--name", f.name, "advance", "1")
+        after = counter(f.run("sched-worker2", "perfquery", "-x").stdout, "PortRcvData")
         assert after - before > (1 << 30) // 4  # payload in 4-byte words, plus headers
-        assert "done" in _ok(f, "traffic", "--name", f.name, "list")
+        assert "done" in f.ok("traffic", "--name", f.name, "list")
         r = f.fabriclab(
             "traffic", "--name", f.name, "send", "sched-worker1", "nope", "--bytes", "1"
         )
@@ -254,8 +235,8 @@ def test_admin_socket_bounds_and_wall_clock_flap(real_tools, tmp_path):
         assert ask(b'{"op": "faults"}\n') == {"ok": True, "result": []}
         assert _events(f) == []
         # wall time: a flap of 1 s, twice, runs by itself
-        _ok(f, "fault", "--name", f.name, "flap", f"{LEAF}[5]", "--period", "1", "--count", "2")
-        assert _wait(lambda: len(_events(f)) == 4, 20), _events(f)
+        f.ok("fault", "--name", f.name, "flap", f"{LEAF}[5]", "--period", "1", "--count", "2")
+        wait_for(lambda: len(_events(f)) == 4, 20, lambda: f"four events: {_events(f)}")
         assert [e["name"] for e in _events(f)] == ["Link went down", "Link is up"] * 2
         times = [e["sim_time"] for e in _events(f)]
         assert 1.4 < times[-1] - times[0] < 3.0

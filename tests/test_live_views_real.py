@@ -21,12 +21,6 @@ QUERY = [
 ]
 
 
-def _ok(f, *args: str) -> str:
-    r = f.fabriclab(*args)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
-
-
 def _blocks(text: str) -> dict[str, str]:
     return dict(re.findall(r"^BlockName=(\S+) Nodes=(\S+)$", text, re.M))
 
@@ -34,31 +28,31 @@ def _blocks(text: str) -> dict[str, str]:
 def test_nvlink_fault_on_the_running_fabric(real_tools, tmp_path):
     with fabric_up("lab", tmp_path) as f:
         n = f.name
-        healthy = _ok(f, "nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY)
+        healthy = f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY)
         assert healthy == "Completed, Success, 7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91, 1\n" * 4
-        assert _blocks(_ok(f, "topology", "--name", n, "-e", "slurm-block")) == {
+        assert _blocks(f.ok("topology", "--name", n, "-e", "slurm-block")) == {
             "sched-worker": "sched-worker[1-2]"
         }
 
-        out = _ok(f, "fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "0,1")
+        out = f.ok("fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "0,1")
         assert out.strip() == "fault 1: nvlink sched-worker2 gpus=[0, 1]"
         # what the model shows for the same fault, by the formats' own renderers
         model = build(load_spec("lab"))
         model.nvlink_fault("sched-worker2", [0, 1])
         tray = model.tray("sched-worker2")
-        q = _ok(f, "nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY)
+        q = f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY)
         assert q == nvidia_smi.render_query(tray, QUERY)
         assert (
             q.splitlines()[:2]
             == ["Completed, Insufficient Resources, 00000000-0000-0000-0000-000000000000, 0"] * 2
         )
         assert q.splitlines()[2:] == healthy.splitlines()[2:]
-        full = _ok(f, "nvidia-smi", "--name", n, "sched-worker2", "--", "-q")
+        full = f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", "-q")
         assert full == nvidia_smi.render_q_fabric(tray)
         assert full.count("Bandwidth                     : Degraded") == 2
         # the tray's shims and 'exec' answer the same
-        assert _ok(f, "exec", "--name", n, "sched-worker2", "--", "nvidia-smi", "-q") == full
-        _ok(f, "shims", "--name", n, "sched-worker2", str(tmp_path / "bin"))
+        assert f.ok("exec", "--name", n, "sched-worker2", "--", "nvidia-smi", "-q") == full
+        f.ok("shims", "--name", n, "sched-worker2", str(tmp_path / "bin"))
         import subprocess
 
         shim = subprocess.run(
@@ -75,7 +69,7 @@ def test_nvlink_fault_on_the_running_fabric(real_tools, tmp_path):
         assert _blocks(r.stdout) == {"sched-worker1": "sched-worker1"}
         events = [
             json.loads(line)
-            for line in _ok(f, "events", "--name", n, "--json").splitlines()
+            for line in f.ok("events", "--name", n, "--json").splitlines()
             if "NVLink" in line
         ]
         assert [e["name"] for e in events] == ["NVLink fault"]
@@ -89,14 +83,12 @@ def test_nvlink_fault_on_the_running_fabric(real_tools, tmp_path):
         r = f.fabriclab("fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "4")
         assert r.stderr.strip() == "error: --gpus: no GPU 4 on sched-worker2 (it has GPUs 0-3)"
 
-        assert _ok(f, "fault", "--name", n, "clear", "1").strip() == "cleared 1 fault(s) 1"
-        assert _ok(f, "nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY) == healthy
-        assert _blocks(_ok(f, "topology", "--name", n, "-e", "slurm-block")) == {
+        assert f.ok("fault", "--name", n, "clear", "1").strip() == "cleared 1 fault(s) 1"
+        assert f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY) == healthy
+        assert _blocks(f.ok("topology", "--name", n, "-e", "slurm-block")) == {
             "sched-worker": "sched-worker[1-2]"
         }
-        names = [
-            json.loads(x)["name"] for x in _ok(f, "events", "--name", n, "--json").splitlines()
-        ]
+        names = [json.loads(x)["name"] for x in f.ok("events", "--name", n, "--json").splitlines()]
         assert names[-1] == "NVLink fault cleared"
 
 
@@ -106,12 +98,12 @@ def test_topology_of_the_running_fabric_follows_a_downed_leaf(real_tools, tmp_pa
     fed the real ibnetdiscover's output of the same moment says."""
     with fabric_up("lab", tmp_path, sm=True) as f:
         n = f.name
-        tree = _ok(f, "topology", "--name", n, "-e", "slurm-tree")
+        tree = f.ok("topology", "--name", n, "-e", "slurm-tree")
         leaf = f.cluster.fabric.find("LAB-IBLEAF-01")
         assert f"SwitchName=S-{leaf.guid:016x} Nodes=sched-worker[1-2]" in tree, tree
         worker2 = [f.cluster.fabric.find(f"sched-worker2 mlx5_{i}").ports[1] for i in range(4)]
         for p in worker2:
-            _ok(f, "fault", "--name", n, "down", f"LAB-IBLEAF-01[{p.peer.num}]")
+            f.ok("fault", "--name", n, "down", f"LAB-IBLEAF-01[{p.peer.num}]")
 
         def both() -> tuple[str, str]:
             ours = f.fabriclab("topology", "--name", n, "-e", "slurm-tree")
@@ -125,6 +117,6 @@ def test_topology_of_the_running_fabric_follows_a_downed_leaf(real_tools, tmp_pa
         assert ours == real
         assert f"SwitchName=S-{leaf.guid:016x} Nodes=sched-worker1\n" in ours, ours
         assert "sched-worker2" not in ours
-        _ok(f, "fault", "--name", n, "clear")
+        f.ok("fault", "--name", n, "clear")
         ours, real = both()
         assert ours == real == tree

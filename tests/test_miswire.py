@@ -5,12 +5,10 @@ ends of each wrong cable, in process and from the real ibnetdiscover's dump."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from fabric_server import fabric_up
-from helpers import no_timestamp
+from helpers import fl, no_timestamp
 
 from fabriclab.errors import InputError
 from fabriclab.formats import ibnetdiscover
@@ -83,20 +81,12 @@ def test_real_ibnetdiscover_on_a_served_miswired_fabric_and_check(real_tools, tm
     assert re.search(rf'^\[5\]\s+"H-[0-9a-f]+"\[1\]\([0-9a-f]+\)\s+# "{W1B}"', real, re.M)
     dump = tmp_path / "miswired.ibnetdiscover"
     dump.write_text(real)
-    r = subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", "check", "lab", "--ibnetdiscover", str(dump)],
-        capture_output=True,
-        text=True,
-    )
+    r = fl("check", "lab", "--ibnetdiscover", str(dump))
     assert r.returncode == 1, r.stderr
     assert sorted(r.stdout.splitlines()) == sorted(_expected())
     # the intended fabric checks clean
     good = tmp_path / "good.ibnetdiscover"
     intended = build(load_spec("lab"))
     good.write_text(ibnetdiscover.render(intended.fabric, find_port(intended, None)[0]))
-    r = subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", "check", "lab", "--ibnetdiscover", str(good)],
-        capture_output=True,
-        text=True,
-    )
+    r = fl("check", "lab", "--ibnetdiscover", str(good))
     assert (r.returncode, r.stdout) == (0, ""), r.stderr

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fabric_server import fabric_up
-from helpers import free_port
+from helpers import free_port, started, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabriclab.ib.packets import HEADER_WORDS
@@ -71,17 +69,6 @@ def exporters():
             pytest.fail(f"missing {tool}: run scripts/install-system-deps.sh")
 
 
-def _wait(pred, timeout: float = 60.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _get(url: str) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -91,40 +78,25 @@ def _get(url: str) -> str | None:
 
 
 @contextmanager
-def _proc(argv: list[str], log: Path, env=None, cwd=None):
-    with log.open("wb") as out:
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    try:
-        yield p
-    finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-@contextmanager
 def _tray_view(f, tray: str, root: Path, tmp: Path):
     """'fabriclab sysfs' keeping ``tray``'s tree under ``root``, and node_exporter on it;
     yields the exporter's URL."""
     sysfs_argv = [sys.executable, "-m", "fabriclab.cli", "sysfs", "--name", f.name]
     sysfs_argv += [tray, str(root), "--period", "0.2"]
     log = tmp / f"sysfs-{tray}.log"
-    with _proc(sysfs_argv, log, env=f.env, cwd=f.workdir) as writer:
+    with started(sysfs_argv, log, env=f.env, cwd=f.workdir) as writer:
 
         def written() -> bool:
             assert writer.poll() is None, f"fabriclab sysfs exited: {log.read_text()}"
             return (root / "class/infiniband/mlx5_3/ports/1/hw_counters").is_dir()
 
-        _wait(written, 60, "the tree")
+        wait_for(written, 60, "the tree")
         port = free_port()
         argv = [NODE_EXPORTER, f"--path.sysfs={root}", "--collector.disable-defaults"]
         argv += ["--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"]
-        with _proc(argv, tmp / f"node_exporter-{tray}.log"):
+        with started(argv, tmp / f"node_exporter-{tray}.log"):
             url = f"http://127.0.0.1:{port}/metrics"
-            _wait(lambda: _get(url), 30, "node_exporter")
+            wait_for(lambda: _get(url), 30, "node_exporter")
             yield url
 
 
@@ -139,12 +111,6 @@ def _scrape(url: str) -> dict[tuple[str, str], float]:
                 key = s.labels.get("device") or s.labels.get("collector", "")
                 out[s.name, key] = s.value
     return out
-
-
-def _ok(f, *args: str) -> str:
-    r = f.fabriclab(*args)
-    assert r.returncode == 0, (args, r.stderr)
-    return r.stdout
 
 
 def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
@@ -166,7 +132,7 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
                 m = _scrape(url)
                 return m if all(m[("node_infiniband_state_id", d)] == 4 for d in DEVICES) else None
 
-            m = _wait(active, 120, "SUBNET UP: every port ACTIVE")
+            m = wait_for(active, 120, "SUBNET UP: every port ACTIVE")
             assert m[("node_scrape_collector_success", "infiniband")] == 1
             names = {n for n, d in m if n.startswith("node_infiniband_") and d}
             assert PORT_SERIES <= names, PORT_SERIES - names
@@ -179,9 +145,9 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
             # traffic of a known size: 10 MB from mlx5_0 to the other tray's mlx5_0
             size = 10_000_000
             before = _scrape(url)
-            _ok(f, "traffic", "--name", f.name, "send", f"{T1}/mlx5_0", f"{T2}/mlx5_0",
+            f.ok("traffic", "--name", f.name, "send", f"{T1}/mlx5_0", f"{T2}/mlx5_0",
                 "--bytes", str(size))  # fmt: skip
-            _ok(f, "clock", "--name", f.name, "advance", "1")
+            f.ok("clock", "--name", f.name, "advance", "1")
             packets = -(-size // 4096)  # whole 4 KiB packets (the path MTU) and the rest
 
             def moved():
@@ -192,7 +158,7 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
                 )
                 return (m, dp) if dp >= packets else None
 
-            after, dp = _wait(moved, 30, "the flow's packets in the tree")
+            after, dp = wait_for(moved, 30, "the flow's packets in the tree")
             db = (
                 after[("node_infiniband_port_data_transmitted_bytes_total", "mlx5_0")]
                 - before[("node_infiniband_port_data_transmitted_bytes_total", "mlx5_0")]
@@ -205,8 +171,8 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
             assert 0 <= mads < 50
 
             # a link taken down shows in the state once the tree refreshes
-            _ok(f, "fault", "--name", f.name, "down", f"{T1}/mlx5_1[1]")
-            m = _wait(
+            f.ok("fault", "--name", f.name, "down", f"{T1}/mlx5_1[1]")
+            m = wait_for(
                 lambda: (m := _scrape(url))[("node_infiniband_state_id", "mlx5_1")] == 1 and m,
                 30,
                 "state_id 1",
@@ -214,8 +180,8 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
             assert m[("node_infiniband_physical_state_id", "mlx5_1")] == 2  # Polling
             assert m[("node_infiniband_link_downed_total", "mlx5_1")] == 1
             assert m[("node_infiniband_state_id", "mlx5_0")] == 4
-            _ok(f, "fault", "--name", f.name, "up", f"{T1}/mlx5_1[1]")
-            _wait(
+            f.ok("fault", "--name", f.name, "up", f"{T1}/mlx5_1[1]")
+            wait_for(
                 lambda: _scrape(url)[("node_infiniband_physical_state_id", "mlx5_1")] == 5,
                 30,
                 "LinkUp again",
@@ -246,15 +212,15 @@ def test_prometheus_scrapes_two_trays(exporters, real_tools, tmp_path):
             port = free_port()
             argv = [PROMETHEUS, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}"]
             argv += [f"--storage.tsdb.path={tmp_path / 'tsdb'}"]
-            with _proc(argv, tmp_path / "prometheus.log"):
+            with started(argv, tmp_path / "prometheus.log"):
                 base = f"http://127.0.0.1:{port}"
-                up = _wait(
+                up = wait_for(
                     lambda: len(r := _query(base, "up == 1")) == 2 and r,
                     90,
                     "both trays scraped",
                 )
                 assert sorted(x["metric"]["instance"] for x in up) == sorted(targets)
-                rates = _wait(
+                rates = wait_for(
                     lambda: (
                         len(r := _query(base, "node_infiniband_rate_bytes_per_second")) == 8 and r
                     ),
@@ -266,18 +232,25 @@ def test_prometheus_scrapes_two_trays(exporters, real_tools, tmp_path):
                 # wall-clock traffic at a set rate: Prometheus's rate() over the sender's
                 # data counter matches it (payload plus 24 header bytes per 4 KiB packet)
                 rate = 2e9
-                _ok(
-                    f, "traffic", "--name", f.name, "send", f"{T1}/mlx5_2", f"{T2}/mlx5_2",
+                series = (
+                    "node_infiniband_port_data_transmitted_bytes_total"
+                    f'{{instance="{targets[0]}",device="mlx5_2"}}'
+                )
+                start = float(_query(base, series)[0]["value"][1])  # scraped before the flow
+                f.ok("traffic", "--name", f.name, "send", f"{T1}/mlx5_2", f"{T2}/mlx5_2",
                     "--rate", "2GB/s",
                 )  # fmt: skip
                 wire = rate * (4096 + HEADER_WORDS * 4) / 4096
-                q = (
-                    "rate(node_infiniband_port_data_transmitted_bytes_total"
-                    f'{{instance="{targets[0]}",device="mlx5_2"}}[10s])'
+                q = f"rate({series}[10s])"
+                # once every sample in the window came after the flow began (each shows
+                # more than a second of it sent: nothing else moves this counter by
+                # gigabytes), the rate() over the window is the flow's alone
+                wait_for(
+                    lambda: _query(base, f"min_over_time({series}[10s]) > {start + rate}"),
+                    60,
+                    "a whole 10 s window of samples taken while the flow ran",
+                    interval=0.5,
                 )
-
-                # once a whole window has passed since the flow began, every rate()
-                # over it is the flow's
-                time.sleep(12)
-                got = _wait(lambda: _query(base, q), 30, "rate()")
+                got = _query(base, q)
+                assert got, q
                 assert abs(float(got[0]["value"][1]) / wire - 1) < 0.05

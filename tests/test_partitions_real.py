@@ -4,17 +4,13 @@ through the real smpquery and saquery; inter-switch links lose enforcement."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fabric_server import fabric_up
-from helpers import run_tool, served
-from realtools import UMAD2SIM
+from helpers import counter, run_tool, served, started, umad2sim_env, wait_for
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.partitions import share_partition
@@ -27,10 +23,7 @@ SPINE = "MF0;LAB-IBSPINE-01:MQM9701/U1"
 
 
 def _enforcement(text: str) -> tuple[int, int]:
-    inb = re.search(r"^PartEnforceInb:\.+(\d+)$", text, re.M)
-    outb = re.search(r"^PartEnforceOutb:\.+(\d+)$", text, re.M)
-    assert inb and outb, text
-    return int(inb.group(1)), int(outb.group(1))
+    return counter(text, "PartEnforceInb"), counter(text, "PartEnforceOutb")
 
 
 def test_opensm_clears_enforcement_on_inter_switch_links(real_tools, tmp_path):
@@ -57,32 +50,20 @@ def opensm(name: str, host: str, workdir: Path, partitions: str):
     conf.write_text("force_log_flush TRUE\n")
     (workdir / "partitions.conf").write_text(partitions)
     log = workdir / "opensm.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("IBSIM_", "SIM_"))}
-    env.update(
-        LD_PRELOAD=UMAD2SIM,
-        IBSIM_SOCKNAME=name,
-        SIM_HOST=host,
-        OSM_CACHE_DIR=str(workdir),
-        OSM_TMP_DIR=str(workdir),
-    )
+    env = umad2sim_env(name, host)
+    env.update(OSM_CACHE_DIR=str(workdir), OSM_TMP_DIR=str(workdir))
     argv = ["opensm", "-F", str(conf), "-f", str(log), "-e", "-P", str(workdir / "partitions.conf")]
-    with open(workdir / "opensm.out", "wb") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=workdir, stdout=out, stderr=out)
-    try:
-        deadline = time.monotonic() + 120
-        while "SUBNET UP" not in (log.read_text() if log.exists() else ""):
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                log.read_text() if log.exists() else "no log"
-            )
-            time.sleep(0.1)
+    with started(argv, workdir / "opensm.out", env=env, cwd=workdir) as proc:
+
+        def text() -> str:
+            return log.read_text(errors="replace") if log.exists() else "no log"
+
+        def up() -> bool:
+            assert proc.poll() is None, f"opensm exited {proc.poll()}: {text()[-3000:]}"
+            return "SUBNET UP" in text()
+
+        wait_for(up, 120, lambda: f"OpenSM's SUBNET UP: {text()[-3000:]}")
         yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _table(out: str) -> list[int]:
@@ -153,12 +134,6 @@ def test_two_tenants_tables_land_where_opensm_writes_them(real_tools, tmp_path):
         assert share_partition(pa[0], pb[1])
 
 
-def _count(text: str, name: str) -> int:
-    m = re.search(rf"^{name}:\.+(\d+)$", text, re.M)
-    assert m, (name, text)
-    return int(m.group(1))
-
-
 def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_tools, tmp_path):
     """Two tenants in the real OpenSM's partitions.conf, traffic under the virtual clock:
     a flow inside tenant A reaches its receiver (the real perfquery -x there shows its
@@ -181,10 +156,10 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
             return f.run("sched-worker1", "perfquery", *argv).stdout
 
         def rcv(port) -> int:
-            return _count(pq("-x", str(port.lid), "1"), "PortRcvData")
+            return counter(pq("-x", str(port.lid), "1"), "PortRcvData")
 
         def xmit_constraint() -> int:
-            return _count(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
+            return counter(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
 
         before = (rcv(inside_to), rcv(across_to), xmit_constraint())
         for dst in ("sched-worker1/mlx5_2", "sched-worker2/mlx5_1"):

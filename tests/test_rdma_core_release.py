@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 from conftest import SPECS
+from helpers import fl
 from versions import rdma_core as installed_rdma_core
 
 from fabriclab.formats import ibnetdiscover, rdma_core
@@ -65,12 +65,7 @@ def test_the_installed_release_is_read_from_its_package():
 
 
 def _render(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", "render", XDR, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return fl("render", XDR, *args)
 
 
 def test_render_rdma_core_switch_and_its_default():

@@ -10,15 +10,13 @@ jobs submitted with ``--switches`` must be placed by that tree.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import SPECS
+from helpers import fl, wait_for
 from slurm_harness import Switch, expand_hostlist, parse_topology, slurm_available, slurm_cluster
 from versions import slurm as slurm_version
 
@@ -47,10 +45,7 @@ CASES = [Case("lab", False), Case("gb200-su", False), THREE]
 
 
 def generate(case: Case) -> str:
-    argv = [sys.executable, "-m", "fabriclab.cli", "topology", case.spec, "-e", "slurm-tree"]
-    if case.names:
-        argv.append("--names")
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    r = fl("topology", case.spec, "-e", "slurm-tree", *(["--names"] if case.names else []))
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -148,7 +143,10 @@ def test_switches_one_job_fills_one_leaf(running):
         c.cancel_all()
 
 
-def test_a_job_too_big_for_a_leaf_spans_leaves(running):
+def test_a_job_too_big_for_a_leaf_spans_leaves_or_cannot_run(running):
+    """A job one node larger than the largest leaf runs over two leaves or more; where
+    one leaf holds every tray (the lab) it cannot run: Slurm 24.11 refuses it at
+    submission, 22.05 holds it (PartitionNodeLimit)."""
     c = running.cluster
     leaves = _leaves(c.topology())
     size = max(len(v) for v in leaves.values())
@@ -162,9 +160,13 @@ def test_a_job_too_big_for_a_leaf_spans_leaves(running):
             return
         try:
             job = c.submit(size + 1, sleep_s=1)
-            time.sleep(2)
-            info = c.job_info(job)
-            assert (info["JobState"], info["Reason"]) == ("PENDING", "PartitionNodeLimit"), version
+            # Slurm's own word that the job cannot run in this partition, then its state
+            info = wait_for(
+                lambda: (i := c.job_info(job)).get("Reason") == "PartitionNodeLimit" and i,
+                30,
+                lambda: f"the job held for PartitionNodeLimit: {c.job_info(job)} ({version})",
+            )
+            assert info["JobState"] == "PENDING", (info, version)
         finally:
             c.cancel_all()
         return

@@ -13,9 +13,6 @@ several pods, Slurm's own aggregated blocks stay inside pods where they can.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +21,7 @@ import pytest
 import yaml
 from block_aggregates import needless_crossings, pods_of
 from conftest import SPECS
+from helpers import fl, wait_for
 from slurm_harness import SlurmCluster, expand_hostlist, parse_blocks, slurm_cluster
 from versions import slurm as slurm_version
 
@@ -46,8 +44,7 @@ def slurm_root() -> Path | None:
 
 
 def generate(spec: str) -> str:
-    argv = [sys.executable, "-m", "fabriclab.cli", "topology", spec, "-e", "slurm-block"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    r = fl("topology", spec, "-e", "slurm-block")
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -202,14 +199,15 @@ def _wait_settled(c: SlurmCluster, allowed: set[str] | None = None, timeout: flo
     """Wait until no tray is allocated or completing (``allowed``: until every tray's
     state is one of these)."""
     busy = {"alloc", "comp", "mix", "drng", "mix-", "plnd"}
-    deadline = time.monotonic() + timeout
-    while True:
-        states = set(c.run("sinfo", "-h", "-N", "-o", "%t").stdout.split())
-        done = states <= allowed if allowed is not None else not states & busy
-        if done or time.monotonic() > deadline:
-            assert done, states
-            return
-        time.sleep(0.2)
+
+    def states() -> set[str]:
+        return set(c.run("sinfo", "-h", "-N", "-o", "%t").stdout.split())
+
+    def settled() -> bool:
+        now = states()
+        return now <= allowed if allowed is not None else not now & busy
+
+    wait_for(settled, timeout, lambda: f"the trays settled: {states()}", interval=0.2)
 
 
 def test_reconfigure_picks_up_a_partition_change(su, tmp_path):

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import resource
+import select
 import socket
 import struct
 import subprocess
@@ -21,12 +22,22 @@ from pathlib import Path
 import pytest
 from conftest import HERE
 from fabric_server import fabric_up
-from helpers import no_timestamp, run_tool, served
+from helpers import (
+    SignalWitness,
+    alive,
+    fl,
+    free_udp_ports,
+    no_timestamp,
+    one_error,
+    rendered,
+    run_tool,
+    served,
+    wait_for,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simclient import SimClient, UdpSimClient, dr_smp, fuzz_requests, lid_mad
 
-from fabriclab.formats import ibnetdiscover
 from fabriclab.ib import simwire
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
@@ -35,19 +46,6 @@ from fabriclab.spec.load import load_spec
 
 LAB = build(load_spec("lab"))
 NOT_A_PID = 100000  # above pid_max (32768 by default, 4194304 at most on 64-bit)
-
-
-def _rendered(cluster, where: str) -> list[str]:
-    start, _ = find_port(cluster, where)
-    return no_timestamp(ibnetdiscover.render(cluster.fabric, start))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def _fds(pid: int) -> int:
@@ -100,7 +98,7 @@ def _pump(srv: FabricServer, make):
     t = threading.Thread(target=lambda: out.append(_attempt(make)))
     t.start()
     deadline = time.monotonic() + 10
-    while t.is_alive() and time.monotonic() < deadline:
+    while t.is_alive() and time.monotonic() < deadline:  # a polling loop: it serves
         srv.transport.read_control()
         time.sleep(0.005)
     t.join(5)
@@ -116,29 +114,13 @@ def _attempt(make):
         return e
 
 
-def _free_udp_range(lo: int, hi: int, n: int, host: str = "127.0.0.1") -> int:
-    for base in range(lo, hi):
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                socks.append(s)
-                s.bind((host, p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free UDP port range")
-
-
 # --- 1. one datagram, and control requests that fail ------------------------------------
 
 
 def test_control_record_from_an_unbound_socket_kills_nothing(real_tools, tmp_path):
     """A disconnect (or any type) from an unbound socket has no address to answer: it
-    is dropped, and the server and its OpenSM carry on."""
+    is dropped, and the server and its OpenSM carry on: OpenSM, made to sweep after
+    them, brings the subnet up again from its port, which stayed up."""
     with fabric_up("lab", tmp_path, sm=True) as f:
         sm_pid = json.loads((Path(f.env["FABRICLAB_STATE_DIR"]) / f"{f.name}.json").read_text())[
             "sm_pid"
@@ -153,12 +135,12 @@ def test_control_record_from_an_unbound_socket_kills_nothing(real_tools, tmp_pat
         with _unix(simwire.sockname(f.name, f"ctl{NOT_A_PID}")) as s:
             s.sendto(_ctl(0, 77), simwire.sockname(f.name, "ctl"))
             assert _reply(s).type == simwire.CTL_ERROR
-        time.sleep(2.5)  # a sweep or two
         f.instance()  # raises if the server is gone
-        assert _alive(sm_pid)
+        f.sweep()  # a sweep after the records: OpenSM still attached and answered
+        assert "SM port is down" not in f.opensm_log()
+        assert alive(sm_pid)
         assert "SMINFO_MASTER" in f.run("sched-worker1", "sminfo").stdout
         assert "internal" not in _log(f) and "Traceback" not in _log(f)
-        assert "SM port is down" not in f.opensm_log()
 
 
 def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path):
@@ -235,13 +217,25 @@ def test_forged_unix_client_flood_is_refused(real_tools, tmp_path):
         assert _fds(pid) < 100
         for x in fakes:
             x.close()
-        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == _rendered(
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == rendered(
             f.cluster, "sched-worker1"
         )
     log = _log(f)
     assert len(re.findall(r"connect from \S+ refused", log)) <= 10
     assert re.search(r"\d+ more refused control requests suppressed", log)
     assert re.search(r"down: .* 2000 control requests refused", log)
+
+
+def _discovers_once_a_place_is_free(f, where: str) -> None:
+    """Wait until a real ibnetdiscover at ``where`` attaches (a place was freed for it);
+    what it shows must be the model's."""
+    r = wait_for(
+        lambda: (r := f.run(where, "ibnetdiscover", check=False)).returncode == 0 and r,
+        15,
+        "a place freed for a new tool",
+        interval=0.5,
+    )
+    assert no_timestamp(r.stdout) == rendered(f.cluster, where)
 
 
 _CHILD = """
@@ -275,20 +269,16 @@ def test_client_limit_refuses_cleanly_and_dead_clients_expire(real_tools, tmp_pa
             said.append(p.stdout.readline().strip())
         try:
             assert said == ["attached"] * 6 + ["refused"] * 3
+            t0 = time.monotonic()
             r = f.run("sched-worker2", "ibstat", check=False, timeout=30)
             assert r.returncode != 0 and "connect failed" in r.stderr
+            assert time.monotonic() - t0 < 10  # refused: it did not wait for an answer
             assert _fds(f.instance().pid) < 60
         finally:
             for p in kids:
                 p.kill()
                 p.wait()
-        deadline = time.monotonic() + 15
-        while True:
-            r = f.run("sched-worker2", "ibnetdiscover", check=False)
-            if r.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        _discovers_once_a_place_is_free(f, "sched-worker2")
         assert "holds its limit of 6 clients" in _log(f)
 
 
@@ -296,7 +286,7 @@ def test_udp_connect_flood_keeps_ports_in_range(real_tools, tmp_path):
     """Twenty thousand connects from one UDP sender, each claiming another data port:
     the server's data ports never leave the valid range (they used to overflow past
     65535, after which no tool could attach), and a real tool attaches afterwards."""
-    port = _free_udp_range(65300, 65420, 12)
+    port = free_udp_ports(12, 65300, 65420)
     with fabric_up("lab", tmp_path, listen=f"127.0.0.1:{port}") as f:
         pid = f.instance().pid
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -317,7 +307,7 @@ def test_udp_connect_flood_keeps_ports_in_range(real_tools, tmp_path):
         ports = _udp_ports(pid)
         assert port in ports and len(ports) <= 3 and all(port <= p <= 65535 for p in ports)
         r = f.run("sched-worker2", "ibnetdiscover", timeout=60)
-        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        assert no_timestamp(r.stdout) == rendered(f.cluster, "sched-worker2")
         assert "internal" not in _log(f) and "OverflowError" not in _log(f)
 
 
@@ -325,7 +315,7 @@ def test_udp_client_limits_per_sender_and_expiry(real_tools, tmp_path):
     """Remote mode: one sender (here a user of this host) holds at most its share of the
     clients; beyond it, refusals are answered; clients whose sockets are closed expire,
     and the real tools attach again."""
-    port = _free_udp_range(47000, 60000, 12)
+    port = free_udp_ports(12, 47000, 60000)
     with fabric_up("lab", tmp_path, listen=f"127.0.0.1:{port}", extra=["--max-clients", "8"]) as f:
         fakes, refused = [], 0
         for _ in range(10):
@@ -339,24 +329,18 @@ def test_udp_client_limits_per_sender_and_expiry(real_tools, tmp_path):
         for c in fakes:  # gone without a word
             c.ctl.close()
             c.data.close()
-        deadline = time.monotonic() + 15
-        while True:
-            r = f.run("sched-worker2", "ibnetdiscover", check=False)
-            if r.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert no_timestamp(r.stdout) == _rendered(f.cluster, "sched-worker2")
+        _discovers_once_a_place_is_free(f, "sched-worker2")
         assert "uid 0 holds its limit of 4 clients" in _log(f)
 
 
 def test_silent_remote_clients_make_way_when_places_run_out():
     """A client on another host (its sockets cannot be seen from here) that has been
     silent for longer than the policy allows loses its place to a new client when the
-    limit is reached; an active one does not.  (No second host here: loopback is taken
-    for one.)"""
+    limit is reached; one that spoke since does not, though it came first.  (No second
+    host here: loopback is taken for one.)"""
     from fabriclab.sim.wire.admission import Policy
 
-    port = _free_udp_range(47000, 60000, 4)
+    port = free_udp_ports(4, 47000, 60000)
     start, _ = find_port(LAB, None)
     srv = FabricServer(
         LAB.fabric,
@@ -374,14 +358,20 @@ def test_silent_remote_clients_make_way_when_places_run_out():
             clients.append(_pump(srv, lambda: UdpSimClient(("127.0.0.1", port))))
             return clients[-1]
 
-        _, b = attach(), attach()
+        b, _a = attach(), attach()  # b first: the longer silent of the two, until it speaks
         assert len(srv.clients) == 2
         with pytest.raises(ConnectionError):  # both are fresh: no place for a third
             attach()
-        time.sleep(0.7)
-        # b is busy: one MAD
+        policy = srv.transport.policy
+        wait_for(
+            lambda: all(srv.transport.idle(cl) > policy.idle_after for cl in srv.clients.values()),
+            10,
+            "both clients silent for longer than the policy allows",
+        )
+        # b is busy: one MAD, read by the server once it is there
         b.send_raw(simwire.REQUEST.pack(0xFFFF, 0, 0, 0, 0, 256, dr_smp(0x11, [1])))
-        time.sleep(0.05)
+        (cl_b,) = [cl for cl in srv.clients.values() if cl.key == b.key]
+        assert select.select([cl_b.sock], [], [], 10)[0], "b's MAD did not reach the server"
         for cl in list(srv.clients.values()):
             srv.transport.receive(cl)
         srv.control._next_reclaim = 0
@@ -443,13 +433,13 @@ def test_forged_connects_and_disconnects_cannot_detach_opensm_or_a_tool(real_too
                 "MF0;LAB-IBLEAF-01:MQM9701/U1"
             ).guid.to_bytes(8, "big")
         assert "SMINFO_MASTER" in f.run("sched-worker1", "sminfo").stdout
-        time.sleep(1)
+        f.sweep()  # a sweep after the forgeries: OpenSM still attached and answered
         assert "SM port is down" not in f.opensm_log()
-        assert _alive(inst.sm_pid)
+        assert alive(inst.sm_pid)
 
 
 def test_forged_udp_connect_cannot_take_a_live_clients_port(real_tools, tmp_path):
-    port = _free_udp_range(47000, 60000, 8)
+    port = free_udp_ports(8, 47000, 60000)
     with fabric_up("lab", tmp_path, listen=f"127.0.0.1:{port}"):
         with UdpSimClient(("127.0.0.1", port), "sched-worker1") as victim:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -491,25 +481,6 @@ def test_other_users_are_refused_unless_allowed(real_tools, tmp_path):
 # --- 4. the state directory and its records ------------------------------------------
 
 
-def _cli(env: dict, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _one_error(r: subprocess.CompletedProcess, *words: str) -> None:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2, r.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for w in words:
-        assert w in lines[0], r.stderr
-
-
 @pytest.fixture
 def tmp_env(tmp_path):
     """An environment whose state directory is the default one under TMPDIR."""
@@ -529,13 +500,13 @@ def test_a_symlinked_state_directory_is_refused(tmp_env, tmp_path):
     target.mkdir()
     state.symlink_to(target)
     name = f"flhard{os.getpid()}sym"
-    r = _cli(env, "up", "lab", "--name", name, "--detach", cwd=tmp_path)
+    r = fl("up", "lab", "--name", name, "--detach", env=env, cwd=tmp_path)
     try:
-        _one_error(r, str(state), "symbolic link")
+        one_error(r, str(state), "symbolic link")
         assert list(target.iterdir()) == []
     finally:
         if r.returncode == 0:
-            _cli(env, "down", "--name", name, cwd=tmp_path)
+            fl("down", "--name", name, env=env, cwd=tmp_path)
 
 
 def test_a_state_directory_of_another_user_is_refused(tmp_env, tmp_path):
@@ -548,47 +519,51 @@ def test_a_state_directory_of_another_user_is_refused(tmp_env, tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     (state / f"{name}.log").symlink_to(victim)
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
+    with SignalWitness() as witness:  # the process of their choice
         (state / f"{name}.json").write_text(
             json.dumps(
                 {
                     "name": name,
-                    "pid": sleeper.pid,
+                    "pid": witness.pid,
                     "spec": "lab",
                     "trays": None,
                     "listen": None,
                     "log": str(state / f"{name}.log"),
                     "started": 0,
-                    "sm_pid": sleeper.pid,
+                    "sm_pid": witness.pid,
                 }
             )
         )
         os.chown(state, 12345, 12345)
         for p in state.iterdir():
             os.chown(p, 12345, 12345, follow_symlinks=False)
-        r = _cli(env, "up", "lab", "--name", name, "--detach", cwd=tmp_path)
+        r = fl("up", "lab", "--name", name, "--detach", env=env, cwd=tmp_path)
         if r.returncode == 0:
-            _cli(env, "down", "--name", name, cwd=tmp_path)
-        _one_error(r, "owned by uid 12345")
+            fl("down", "--name", name, env=env, cwd=tmp_path)
+        one_error(r, "owned by uid 12345")
         assert victim.read_text() == "precious\n"
-        r = _cli(env, "down", "--name", name, cwd=tmp_path)
-        _one_error(r, "owned by uid 12345")
-        time.sleep(0.2)
-        assert _alive(sleeper.pid)
-        r = _cli(
-            env, "exec", "--name", name, "sched-worker1", "--", "ibstat", cwd=tmp_path, timeout=30
+        r = fl("down", "--name", name, env=env, cwd=tmp_path)
+        one_error(r, "owned by uid 12345")
+        witness.assert_unsignalled()
+        r = fl(
+            "exec",
+            "--name",
+            name,
+            "sched-worker1",
+            "--",
+            "ibstat",
+            env=env,
+            cwd=tmp_path,
+            timeout=30,
         )
-        _one_error(r, "owned by uid 12345")
-        r = _cli(env, "status", cwd=tmp_path)
-        _one_error(r, "owned by uid 12345")
+        one_error(r, "owned by uid 12345")
+        r = fl("status", env=env, cwd=tmp_path)
+        one_error(r, "owned by uid 12345")
         # writable by others is as bad, even when it is ours
         os.chown(state, os.geteuid(), os.getegid())
         state.chmod(0o777)
-        _one_error(_cli(env, "down", "--name", name, cwd=tmp_path), "writable by others")
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+        one_error(fl("down", "--name", name, env=env, cwd=tmp_path), "writable by others")
+        witness.assert_unsignalled()
 
 
 def _stat_start(pid: int) -> int:
@@ -603,8 +578,7 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
     state = tmp_path / "state"
     env = {**os.environ, "FABRICLAB_STATE_DIR": str(state)}
     state.mkdir(mode=0o700)
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
+    with SignalWitness() as witness:
         base = {
             "spec": "lab",
             "trays": None,
@@ -613,19 +587,16 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
             "started": 0,
             "sm_pid": None,
         }
-        cmd = ["sleep", "60"]
+        cmd = witness.cmdline
         for name, extra in (
-            ("reused", {"start": _stat_start(sleeper.pid) - 7, "cmdline": cmd}),
+            ("reused", {"start": _stat_start(witness.pid) - 7, "cmdline": cmd}),
             ("unknown", {}),
         ):
             (state / f"{name}.json").write_text(
-                json.dumps({**base, "name": name, "pid": sleeper.pid, **extra})
+                json.dumps({**base, "name": name, "pid": witness.pid, **extra})
             )
-            r = _cli(env, "down", "--name", name, cwd=tmp_path)
-            assert r.returncode == 2 and r.stderr.startswith("error: "), r.stderr
-            assert len(r.stderr.strip().splitlines()) == 1
-            time.sleep(0.2)
-            assert _alive(sleeper.pid), name
+            one_error(fl("down", "--name", name, env=env, cwd=tmp_path))
+            witness.assert_unsignalled()
         # alive and itself, but someone else holds the fabric's name
         name = f"flhard{os.getpid()}squat"
         (state / f"{name}.json").write_text(
@@ -633,32 +604,29 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
                 {
                     **base,
                     "name": name,
-                    "pid": sleeper.pid,
-                    "start": _stat_start(sleeper.pid),
+                    "pid": witness.pid,
+                    "start": _stat_start(witness.pid),
                     "cmdline": cmd,
                 }
             )
         )
         with _unix(simwire.sockname(name, "ctl")):
-            r = _cli(
-                env,
+            r = fl(
                 "exec",
                 "--name",
                 name,
                 "sched-worker1",
                 "--",
                 "ibstat",
+                env=env,
                 cwd=tmp_path,
                 timeout=30,
             )
-        _one_error(r, "is not held by the fabric's server")
+        one_error(r, "is not held by the fabric's server")
         # a record that is a symlink
         (state / "link.json").symlink_to(state / f"{name}.json")
-        _one_error(_cli(env, "down", "--name", "link", cwd=tmp_path), "symbolic link")
-        assert _alive(sleeper.pid)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+        one_error(fl("down", "--name", "link", env=env, cwd=tmp_path), "symbolic link")
+        witness.assert_unsignalled()
 
 
 def test_up_records_who_it_is_and_down_stops_it(real_tools, tmp_path):
@@ -669,25 +637,32 @@ def test_up_records_who_it_is_and_down_stops_it(real_tools, tmp_path):
         assert rec["start"] == _stat_start(rec["pid"]) and "up" in rec["cmdline"]
         assert rec["sm_start"] == _stat_start(rec["sm_pid"]) and "opensm" in rec["sm_cmdline"][0]
         assert ((state / f"{f.name}.log").stat().st_mode & 0o777) == 0o600
-    assert not _alive(rec["pid"]) and not _alive(rec["sm_pid"])
+    assert not alive(rec["pid"]) and not alive(rec["sm_pid"])
 
 
 # --- 5. remote binds ------------------------------------------------------------------
 
 
 def test_a_non_loopback_listen_needs_allow(real_tools, tmp_path):
-    port = _free_udp_range(47000, 60000, 8, host="0.0.0.0")
+    port = free_udp_ports(8, 47000, 60000, host="0.0.0.0")
     env = {**os.environ, "FABRICLAB_STATE_DIR": str(tmp_path / "state")}
     name = f"flhard{os.getpid()}any"
-    r = _cli(
-        env, "up", "lab", "--name", name, "--listen", f"0.0.0.0:{port}", "--detach", cwd=tmp_path
+    r = fl(
+        "up",
+        "lab",
+        "--name",
+        name,
+        "--listen",
+        f"0.0.0.0:{port}",
+        "--detach",
+        env=env,
+        cwd=tmp_path,
     )
     if r.returncode == 0:
-        _cli(env, "down", "--name", name, cwd=tmp_path)
-    _one_error(r, "--listen", "not a loopback address", "--allow")
+        fl("down", "--name", name, env=env, cwd=tmp_path)
+    one_error(r, "--listen", "not a loopback address", "--allow")
     for bad in ("10.0.0.0/33", "fe80::/10", "nonsense"):
-        r = _cli(
-            env,
+        r = fl(
             "up",
             "lab",
             "--name",
@@ -696,11 +671,12 @@ def test_a_non_loopback_listen_needs_allow(real_tools, tmp_path):
             f"0.0.0.0:{port}",
             "--allow",
             bad,
+            env=env,
             cwd=tmp_path,
         )
-        _one_error(r, "--allow")
-    _one_error(
-        _cli(env, "up", "lab", "--name", name, "--allow", "10.0.0.0/8", cwd=tmp_path),
+        one_error(r, "--allow")
+    one_error(
+        fl("up", "lab", "--name", name, "--allow", "10.0.0.0/8", env=env, cwd=tmp_path),
         "--allow",
         "remote mode",
     )
@@ -709,7 +685,7 @@ def test_a_non_loopback_listen_needs_allow(real_tools, tmp_path):
 def test_allow_filters_senders(real_tools, tmp_path):
     """Served on every address for 127.0.0.1/32 only: a sender at 127.0.0.2 is not
     answered (and is counted, its log lines limited); the real tools here work."""
-    port = _free_udp_range(47000, 60000, 8, host="0.0.0.0")
+    port = free_udp_ports(8, 47000, 60000, host="0.0.0.0")
     with fabric_up(
         "lab", tmp_path, listen=f"0.0.0.0:{port}", extra=["--allow", "127.0.0.1/32"]
     ) as f:
@@ -718,11 +694,13 @@ def test_allow_filters_senders(real_tools, tmp_path):
             s.settimeout(1)
             for _ in range(300):
                 s.sendto(_connect_record(s.getsockname()[1]), ("127.0.0.1", port))
-                time.sleep(0.002)  # within what the server's receive buffer holds
+                # pacing, not a wait: 300 datagrams sent no faster than the server's
+                # receive buffer takes them, so that every one is counted
+                time.sleep(0.002)
             with pytest.raises(socket.timeout):
                 s.recv(4096)
         out = f.run("sched-worker1", "ibnetdiscover").stdout
-        assert no_timestamp(out) == _rendered(f.cluster, "sched-worker1")
+        assert no_timestamp(out) == rendered(f.cluster, "sched-worker1")
     log = _log(f)
     assert (
         1
@@ -951,7 +929,7 @@ def test_datagram_fuzz_of_a_running_server(real_tools, tmp_path):
             status, reply = c.request(dr_smp(0x11, [1]))
             assert status == 0 and reply[3] == 0x81
         for where in ("sched-worker1", "sched-worker2:mlx5_2"):
-            assert no_timestamp(f.run(where, "ibnetdiscover").stdout) == _rendered(f.cluster, where)
+            assert no_timestamp(f.run(where, "ibnetdiscover").stdout) == rendered(f.cluster, where)
         assert "SMINFO_MASTER" in f.run("sched-worker1", "sminfo").stdout
         assert re.search(r"PortXmitData:\.+\d+", f.run("sched-worker1", "perfquery", "-x").stdout)
         assert "Traceback" not in _log(f)

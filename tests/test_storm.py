@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 
 import yaml
 from fabric_server import fabric_up
+from helpers import wait_for
 
 from fabriclab.model.build import build
 from fabriclab.sim.live import journal
@@ -93,11 +93,12 @@ def test_scans_complete_and_every_mad_is_answered_under_a_storm(tmp_path: Path):
         assert len(_NODE.findall(quiet.stdout)) == want
         log = Path(f.instance().log)
     # the closing line, written when the fabric goes down
-    deadline = time.monotonic() + 30
-    while not _CLOSING.search(log.read_text(errors="replace")) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(
+        lambda: _CLOSING.search(log.read_text(errors="replace")),
+        30,
+        lambda: f"the server's closing line: {log.read_text(errors='replace')[-2000:]}",
+    )
     m = _CLOSING.findall(log.read_text(errors="replace"))
-    assert m, log.read_text(errors="replace")[-2000:]
     mads, answered, forwarded, timed_out, undeliverable, malformed, unsent = map(int, m[-1])
     assert mads > 0 and (undeliverable, malformed, unsent, forwarded) == (0, 0, 0, 0)
     assert mads == answered + timed_out

@@ -4,61 +4,23 @@ process and spoken to over HTTP, replaying topograph's own server test cases."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
 from conftest import FIXTURES
-from helpers import free_port
+from helpers import TopologyServer, copy_models, topology_result
 
 TOPO = FIXTURES / "topograph"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    models = tmp_path_factory.mktemp("models")
-    for f in TOPO.glob("tests__models__*.yaml"):
-        shutil.copy(f, models / f.name.removeprefix("tests__models__"))
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fabriclab.cli",
-            "serve-topology",
-            "lab",
-            "--models-dir",
-            str(models),
-            "--port",
-            str(port),
-            "--aggregation-delay",
-            "0.1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=os.environ,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(
-                proc.stdout.read().decode() if proc.stdout else "server did not start"
-            )
-        time.sleep(0.1)
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    models = copy_models(TOPO, tmp_path_factory.mktemp("models"))
+    tmp = tmp_path_factory.mktemp("api")
+    srv = TopologyServer(tmp, "lab", "--models-dir", str(models), "--aggregation-delay", "0.1")
+    yield srv.wait_ready().base
+    srv.stop()
 
 
 def generate(base: str, payload: str) -> tuple[int, str]:
@@ -66,13 +28,8 @@ def generate(base: str, payload: str) -> tuple[int, str]:
         f"{base}/v1/generate", content=payload, headers={"content-type": "application/json"}
     )
     assert r.status_code == 202, r.text
-    uid = r.text
-    for _ in range(100):
-        t = httpx.get(f"{base}/v1/topology", params={"uid": uid})
-        if t.status_code != 202:
-            return t.status_code, t.text
-        time.sleep(0.05)
-    raise AssertionError("still pending")
+    t = topology_result(base, r.text)
+    return t.status_code, t.text
 
 
 def lines(text: str) -> dict[str, int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import httpx
 import pytest
 import schemathesis
 from conftest import FIXTURES
-from helpers import free_port
+from helpers import TopologyServer, copy_models, free_port, topology_result, wait_for
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
@@ -33,80 +32,15 @@ TOPO = FIXTURES / "topograph"
 TOKEN = "s3cret-topology-token-for-tests"
 
 
-def copy_models(dest: Path) -> Path:
-    for f in TOPO.glob("tests__models__*.yaml"):
-        shutil.copy(f, dest / f.name.removeprefix("tests__models__"))
-    return dest
-
-
-class Server:
-    """A ``fabriclab serve-topology`` process; its stderr goes to a log file."""
-
-    def __init__(self, tmp: Path, *args: str, env: dict | None = None, host: str = "127.0.0.1"):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / f"server-{self.port}.log"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fabriclab.cli",
-                "serve-topology",
-                *args,
-                "--host",
-                host,
-                "--port",
-                str(self.port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-            env={**os.environ, **(env or {})},
-        )
-
-    def wait_ready(self) -> Server:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(self.log.read_text() or "server did not start")
-            time.sleep(0.1)
-
-    def status(self, key: str) -> int:
-        """A line of /proc/PID/status (Threads, VmRSS, VmHWM), as a number."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        raise KeyError(key)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("api")
-    models = copy_models(tmp_path_factory.mktemp("models"))
-    s = Server(tmp, "lab", "--models-dir", str(models), "--aggregation-delay", "0.05").wait_ready()
+    models = copy_models(TOPO, tmp_path_factory.mktemp("models"))
+    s = TopologyServer(
+        tmp, "lab", "--models-dir", str(models), "--aggregation-delay", "0.05"
+    ).wait_ready()
     yield s
     s.stop()
-
-
-def result(base: str, uid: str, headers: dict | None = None) -> httpx.Response:
-    for _ in range(200):
-        r = httpx.get(f"{base}/v1/topology", params={"uid": uid}, headers=headers)
-        if r.status_code != 202:
-            return r
-        time.sleep(0.05)
-    raise AssertionError(f"request {uid} still pending")
 
 
 def one_line_error(r: httpx.Response, status: int, fragment: str) -> None:
@@ -204,7 +138,7 @@ def test_null_fields_take_their_defaults_as_in_go(srv):
     )
     r = httpx.post(f"{srv.base}/v1/generate", content=body)
     assert r.status_code == 202, r.text
-    assert result(srv.base, r.text).status_code == 200
+    assert topology_result(srv.base, r.text).status_code == 200
 
 
 def test_a_model_file_name_is_a_file_of_the_models_directory(srv):
@@ -215,7 +149,7 @@ def test_a_model_file_name_is_a_file_of_the_models_directory(srv):
     ]:
         body = _req(provider={"name": "aws-sim", "params": {"modelFileName": name}})
         uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-        r = result(srv.base, uid)
+        r = topology_result(srv.base, uid)
         one_line_error(r, 400, fragment)
         assert "/" not in r.text.replace("../../etc/passwd", "")  # no server path given away
 
@@ -229,7 +163,7 @@ def test_label_error_is_a_400(srv):
         nodes=[{"region": "r", "instances": {"I21": "n1", "I34": "n1"}}],
     )
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-    one_line_error(result(srv.base, uid), 400, "multiple accelerator labels")
+    one_line_error(topology_result(srv.base, uid), 400, "multiple accelerator labels")
 
 
 def _block_request(regexp: str, fmt: str, names: dict[str, str]) -> str:
@@ -252,11 +186,11 @@ def test_block_name_regexp_matches_in_linear_time(srv):
     body = _block_request("^(a|aa)+$", "x", {"I21": "a" * 60 + "!", "I22": "a" * 60 + "!"})
     started = time.monotonic()
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-    one_line_error(result(srv.base, uid), 400, "does not match nodeNameRegexp")
+    one_line_error(topology_result(srv.base, uid), 400, "does not match nodeNameRegexp")
     assert time.monotonic() - started < 5
     body = _block_request("(a)\\1", "x", {"I21": "aa"})  # a back-reference: no RE2 (nor Go)
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-    one_line_error(result(srv.base, uid), 400, "invalid blockName.nodeNameRegexp")
+    one_line_error(topology_result(srv.base, uid), 400, "invalid blockName.nodeNameRegexp")
 
 
 def test_block_name_format_with_a_huge_group_number(srv):
@@ -264,7 +198,7 @@ def test_block_name_format_with_a_huge_group_number(srv):
     ValueError from int()."""
     body = _block_request("^(.*)$", "${" + "9" * 5000 + "}", {"I21": "n1", "I22": "n2"})
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-    one_line_error(result(srv.base, uid), 400, "produces an empty name")
+    one_line_error(topology_result(srv.base, uid), 400, "produces an empty name")
 
 
 def test_topology_node_lists_are_bounded_in_total(srv):
@@ -283,7 +217,7 @@ def test_topology_node_lists_are_bounded_in_total(srv):
     )
     started = time.monotonic()
     uid = httpx.post(f"{srv.base}/v1/generate", content=body).text
-    one_line_error(result(srv.base, uid), 400, "expand to more than 500000 names")
+    one_line_error(topology_result(srv.base, uid), 400, "expand to more than 500000 names")
     assert time.monotonic() - started < 8
 
 
@@ -369,7 +303,7 @@ def test_a_body_at_the_limit_is_read(srv):
 
 
 def test_3000_distinct_requests_use_a_bounded_pool_and_results_are_evicted(tmp_path):
-    s = Server(tmp_path, "--aggregation-delay", "1").wait_ready()
+    s = TopologyServer(tmp_path, "--aggregation-delay", "1").wait_ready()
     try:
         threads = []
 
@@ -386,13 +320,20 @@ def test_3000_distinct_requests_use_a_bounded_pool_and_results_are_evicted(tmp_p
             uids = [u for u in pool.map(one, range(3000)) if u]
         assert len(set(uids)) == len(uids) >= 1000
         assert max(threads) <= 50, threads  # was 1,294: one threading.Timer per request
-        newest = result(s.base, uids[-1])
+        newest = topology_result(s.base, uids[-1])
         assert newest.status_code == 200, newest.text
-        time.sleep(0.5)
         # at most 100 results are kept (topograph's RequestHistorySize): the first is gone
-        one_line_error(
-            httpx.get(f"{s.base}/v1/topology", params={"uid": uids[0]}), 404, "not found"
+        # once the requests before the newest are done too
+        first = wait_for(
+            lambda: (
+                (r := httpx.get(f"{s.base}/v1/topology", params={"uid": uids[0]})).status_code
+                == 404
+                and r
+            ),
+            30,
+            f"the first request's result ({uids[0]}) evicted",
         )
+        one_line_error(first, 404, "not found")
     finally:
         s.stop()
 
@@ -400,38 +341,65 @@ def test_3000_distinct_requests_use_a_bounded_pool_and_results_are_evicted(tmp_p
 def test_queue_keeps_results_for_a_bounded_count_and_age():
     from fabriclab.topology.request_queue import RequestQueue, Result
 
-    q = RequestQueue(lambda item: Result(200, data=item), 0.0, max_results=3, result_ttl=0.5)
+    now = [0.0]  # the queue's clock, moved by hand
+    q = RequestQueue(
+        lambda item: Result(200, data=item),
+        0.0,
+        max_results=3,
+        result_ttl=0.5,
+        clock=lambda: now[0],
+    )
     try:
         for i in range(5):
             q.submit(f"u{i}", str(i).encode(), 1)
-        _wait(lambda: q.get("u4") is not None and q.get("u4").status == 200)
-        _wait(lambda: all(q.get(f"u{i}") is None or q.get(f"u{i}").status == 200 for i in range(5)))
+        wait_for(
+            lambda: all(q.get(f"u{i}") is None or q.get(f"u{i}").status == 200 for i in range(5)),
+            10,
+            "all five requests run",
+        )
         kept = [i for i in range(5) if q.get(f"u{i}") is not None]
         assert len(kept) == 3 and 4 in kept
-        time.sleep(0.6)
+        now[0] = 0.4
+        assert [i for i in range(5) if q.get(f"u{i}") is not None] == kept  # younger than it
+        now[0] = 0.6
         assert [q.get(f"u{i}") for i in range(5)] == [None] * 5  # older than result_ttl
     finally:
         q.close()
 
 
 def test_queue_repeat_within_the_delay_replaces_the_pending_request():
+    """A repeat of a pending request replaces it: the second body runs, once, a whole
+    delay after the repeat (the first one's delay is over before that, and nothing runs
+    then).  Distinct requests each run once, on the pool's thread."""
     from fabriclab.topology.request_queue import RequestQueue, Result
 
     runs: list[bytes] = []
-    q = RequestQueue(lambda item: (runs.append(item), Result(200, data=item))[1], 0.3)
+    now = [0.0]  # the queue's clock, moved by hand
+    q = RequestQueue(
+        lambda item: (runs.append(item), Result(200, data=item))[1],
+        0.3,
+        workers=1,  # requests run in the order they fall due
+        clock=lambda: now[0],
+    )
     try:
-        q.submit("u", b"first", 5)
-        time.sleep(0.1)
-        q.submit("u", b"second", 6)
-        assert q.get("u").status == 202
-        _wait(lambda: q.get("u").status == 200)
-        assert runs == [b"second"] and q.get("u").data == b"second"
-        # distinct requests each run once, on the pool's threads
+        q.submit("u", b"first", 5)  # due at 0.3
+        now[0] = 0.05
+        q.submit("probe", b"probe", 5)  # due at 0.35
+        now[0] = 0.1
+        q.submit("u", b"second", 6)  # due at 0.4
+        now[0] = 0.37  # the first one's delay is over, and the probe's, not the second's
+        wait_for(lambda: q.get("probe").status == 200, 10, "the probe run")
+        assert runs == [b"probe"] and q.get("u").status == 202  # u did not fall due before it
+        now[0] = 0.5
+        wait_for(lambda: q.get("u").status == 200, 10, "the repeated request run")
+        assert runs == [b"probe", b"second"] and q.get("u").data == b"second"
+        # distinct requests each run once, on the pool's thread
         for i in range(20):
             q.submit(f"d{i}", b"x", 1)
-        _wait(lambda: len(runs) == 21)
+        now[0] = 1.0
+        wait_for(lambda: len(runs) == 22, 10, "the 20 distinct requests run")
         names = {t.name for t in threading.enumerate()}
-        assert len([n for n in names if n.startswith("topology-worker")]) <= 2
+        assert len([n for n in names if n.startswith("topology-worker")]) == 1
         assert len([n for n in names if n == "topology-scheduler"]) == 1
     finally:
         q.close()
@@ -459,13 +427,6 @@ def test_limit_is_the_documented_one():
 
     assert request_body.MAX_BODY_BYTES == MAX_BODY
     assert "4 MiB" in (Path(__file__).parents[1] / "docs" / "topology.md").read_text()
-
-
-def _wait(cond, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 # --- 5. --host 0.0.0.0 served everyone, no authentication, no warning -------------------------
@@ -498,7 +459,7 @@ def test_non_loopback_host_without_token_refuses_to_start(tmp_path):
 
 
 def test_non_loopback_host_with_token_requires_it(tmp_path):
-    s = Server(
+    s = TopologyServer(
         tmp_path, "lab", host="0.0.0.0", env={"FABRICLAB_TOPOLOGY_TOKEN": TOKEN}
     ).wait_ready()
     try:
@@ -526,7 +487,7 @@ def test_non_loopback_host_with_token_requires_it(tmp_path):
         auth = {"Authorization": f"Bearer {TOKEN}"}
         r = httpx.post(f"{s.base}/v1/generate", content=body, headers=auth)
         assert r.status_code == 202, r.text
-        assert result(s.base, r.text, auth).status_code == 200
+        assert topology_result(s.base, r.text, auth).status_code == 200
         assert httpx.get(f"{s.base}/healthz").status_code == 200  # probes need no token
     finally:
         s.stop()
@@ -534,7 +495,7 @@ def test_non_loopback_host_with_token_requires_it(tmp_path):
 
 def test_loopback_stays_open(srv):
     r = httpx.post(f"{srv.base}/v1/generate", content=_req())
-    assert r.status_code == 202 and result(srv.base, r.text).status_code == 200
+    assert r.status_code == 202 and topology_result(srv.base, r.text).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -598,7 +559,11 @@ def test_fuzz_api_from_its_openapi_document(case):
         from starlette.testclient import TestClient
 
         with TestClient(FUZZ_APP) as tc:
-            _wait(lambda: tc.get("/v1/topology", params={"uid": response.text}).status_code != 202)
+            wait_for(
+                lambda: tc.get("/v1/topology", params={"uid": response.text}).status_code != 202,
+                10,
+                f"request {response.text} run",
+            )
             r = tc.get("/v1/topology", params={"uid": response.text})
         assert r.status_code < 500, r.text
         if r.status_code != 200:

@@ -5,9 +5,9 @@ and one-line errors for bad options."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from functools import partial
 
+import helpers
 import pytest
 
 from fabriclab.formats import ibnetdiscover, nvidia_smi
@@ -18,14 +18,7 @@ from fabriclab.spec.load import load_spec
 UUID = "7f3c2a10-5b4e-4d6a-9c1e-2b8f0e6d4a91"
 
 
-def fl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=120,
-    )
+fl = partial(helpers.fl, env={**os.environ, "COLUMNS": "200"})  # its tables whole
 
 
 def test_nvidia_smi_views():

@@ -4,9 +4,9 @@ options (topology/options.py): in-process, and through the command where a defec
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from functools import partial
 
+import helpers
 import pytest
 
 from fabriclab.topology.errors import OptionError, TopologyProblem
@@ -17,15 +17,7 @@ from fabriclab.topology.options import (
     validate_block_sizes,
 )
 
-
-def fl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fabriclab.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=120,
-    )
+fl = partial(helpers.fl, env={**os.environ, "COLUMNS": "200"})  # its tables whole
 
 
 def test_block_sizes_parsed_and_checked():

@@ -4,10 +4,9 @@ was an internal error 500 with a Python exception's text)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from conftest import FIXTURES
+from helpers import wait_for
 from starlette.testclient import TestClient
 
 from fabriclab.topology import server
@@ -84,10 +83,14 @@ def test_the_api_answers_a_malformed_model_with_400(tmp_path, text, message):
                 "engine": {"name": "slurm"},
             }
             uid = client.post("/v1/generate", json=body).text
-            deadline = time.monotonic() + 10
-            while (r := client.get("/v1/topology", params={"uid": uid})).status_code == 202:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            r = wait_for(
+                lambda: (
+                    (r := client.get("/v1/topology", params={"uid": uid})).status_code != 202 and r
+                ),
+                10,
+                f"request {uid} run",
+                interval=0.01,
+            )
     finally:
         service.close()
     assert r.status_code == 400, r.text
