@@ -5,13 +5,10 @@ is :mod:`..run.admin`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from ...errors import InputError, Problem
 from ..host import hostview
-
-if TYPE_CHECKING:
-    from .api import LiveFabric
+from .api import LiveFabric
 
 
 def answer(live: LiveFabric, req: dict):

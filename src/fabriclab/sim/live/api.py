@@ -9,8 +9,8 @@ is the fabric's clock (:mod:`.clock`): wall time, or a virtual clock that moves 
 when :meth:`LiveFabric.advance` is called, which makes every counter and event exact.
 
 Beside the API: scenario steps run in :mod:`.scenario_run`, the journal's document is
-made and brought back in :mod:`.journal_doc`, the admin socket's requests are answered in
-:mod:`.admin_requests`.
+made and brought back in :mod:`.journal_doc`; the admin socket's requests are answered
+through this API by :mod:`.admin_requests`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from ...errors import InputError, Problem
 from ...model.cluster import Cluster
 from ..host import views
-from . import admin_requests, journal, journal_doc, scenario_run
 from . import events as ev_mod
+from . import journal, journal_doc, scenario_run
 from .clock import VirtualClock
 from .events_memory import MemoryLog
 from .faults.book import FaultBook
@@ -192,7 +192,7 @@ class LiveFabric:
     def _run_due(self, now: float) -> None:
         """Carry out the flap transitions and scenario steps due by ``now``."""
         self.book.run_due(now)
-        scenario_run.run_due(self, now)
+        self.scenarios = scenario_run.run_due(self, self.scenarios, now)
 
     def catch_up(self) -> None:
         """Bring errors, traffic, flaps and scenarios up to the clock's now (wall time:
@@ -324,7 +324,9 @@ class LiveFabric:
 
     def snapshot(self, counters: bool = True) -> dict:
         """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
-        return journal_doc.snapshot(self, counters)
+        return journal_doc.snapshot(
+            self.meta, self.clock, self.book, self.scenarios, self.traffic, self.sim, counters
+        )
 
     def save(self) -> None:
         """Write the journal now."""
@@ -350,17 +352,10 @@ class LiveFabric:
         """Bring back a journal's state (``up --resume``): counters, faults as they
         were (without counting, trapping or logging again what had already happened),
         scenarios where they were."""
-        journal_doc.restore(self, doc)
+        self.scenarios = journal_doc.restore(doc, self.sim, self.book, self.resolve, self.traffic)
         self._last = self.clock.now()
 
     def close(self) -> None:
         """Save the journal one last time and close the event log."""
         self.save()
         self.events.close()
-
-    # --- the admin protocol -----------------------------------------------------------
-
-    def request(self, req: dict):
-        """One request of the admin socket (:mod:`..run.admin`): ``{"op": ..., ...}``; the
-        result (JSON-able).  User errors are FabriclabErrors."""
-        return admin_requests.answer(self, req)

@@ -8,45 +8,61 @@ The journal's file and the counters' encoding are :mod:`.journal`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ..fabric.state import SimFabric
 from . import journal
+from .clock import Clock
 from .faults.ber import EndState
+from .faults.book import FaultBook
+from .faults.targets import Target
 from .scenario import Scenario
 from .traffic import commands as traffic_commands
-
-if TYPE_CHECKING:
-    from .api import LiveFabric
+from .traffic.engine import TrafficEngine
 
 
-def snapshot(live: LiveFabric, counters: bool = True) -> dict:
-    """Everything ``--resume`` needs of ``live`` (``counters`` False: all but the
-    counters)."""
-    book = live.book
+def snapshot(
+    meta: dict,
+    clock: Clock,
+    book: FaultBook,
+    scenarios: list[Scenario],
+    traffic: TrafficEngine | None,
+    sim: SimFabric,
+    counters: bool = True,
+) -> dict:
+    """Everything ``--resume`` needs of a live fabric: what it must match (``meta``), its
+    clock, faults (``book``), scenarios, flows (``traffic``) and, with ``counters``, the
+    counters of ``sim``."""
     doc = {
-        "meta": live.meta,
-        "clock": live.clock.now(),
-        "virtual": live.clock.virtual,
+        "meta": meta,
+        "clock": clock.now(),
+        "virtual": clock.virtual,
         "next_fault": book.next_id,
         "faults": [f.to_json() for f in book.faults.values()],
         "ber": {
             str(fid): {k: e.to_json() for k, e in ends.items()} for fid, ends in book.ends.items()
         },
-        "scenarios": [s.to_json() for s in live.scenarios],
-        "traffic": traffic_commands.flows_doc(live.traffic) if live.traffic is not None else [],
+        "scenarios": [s.to_json() for s in scenarios],
+        "traffic": traffic_commands.flows_doc(traffic) if traffic is not None else [],
     }
     if counters:
-        doc["counters"] = journal.counters_doc(live.sim)
+        doc["counters"] = journal.counters_doc(sim)
     return doc
 
 
-def restore(live: LiveFabric, doc: dict) -> None:
-    """Bring ``doc`` back on ``live``: counters, faults as they were, scenarios where
-    they were, the flows still running."""
-    journal.restore_counters(live.sim, doc.get("counters", {}))
-    book = live.book
+def restore(
+    doc: dict,
+    sim: SimFabric,
+    book: FaultBook,
+    resolve: Callable[[str, str], Target],
+    traffic: TrafficEngine | None,
+) -> list[Scenario]:
+    """Bring ``doc`` back: the counters of ``sim``, the faults in ``book`` as they were
+    (their targets found by ``resolve``), the flows still running on ``traffic``; the
+    scenarios, where they were."""
+    journal.restore_counters(sim, doc.get("counters", {}))
     for fd in doc.get("faults", []):
-        t = live.resolve(fd["target"], fd["kind"])
+        t = resolve(fd["target"], fd["kind"])
         book.next_id = fd["id"]
         f = book.add(fd["kind"], t, fd["options"], quiet=True)
         f.since = fd["since"]
@@ -57,6 +73,6 @@ def restore(live: LiveFabric, doc: dict) -> None:
             saved = doc.get("ber", {}).get(str(f.id), {})
             book.ends[f.id] = {int(k): EndState(**v) for k, v in saved.items()}
     book.next_id = max(book.next_id, int(doc.get("next_fault", 1)))
-    live.scenarios = [Scenario.from_json(s) for s in doc.get("scenarios", [])]
-    if live.traffic is not None:
-        traffic_commands.restore_flows(live.traffic, live.sim, doc.get("traffic") or [])
+    if traffic is not None:
+        traffic_commands.restore_flows(traffic, sim, doc.get("traffic") or [])
+    return [Scenario.from_json(s) for s in doc.get("scenarios", [])]

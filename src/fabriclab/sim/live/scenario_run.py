@@ -9,15 +9,30 @@ The file's format and parsing are :mod:`.scenario`; the API that starts a scenar
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import FabriclabError, InputError, Problem
 from .faults.options import check_options
+from .faults.targets import Target
 from .scenario import FAULT_VERBS, Scenario, Step
 from .scenario import parse as parse_scenario
 
-if TYPE_CHECKING:
-    from .api import LiveFabric
+
+class LiveFabric(Protocol):
+    """The calls of the live fabric (:class:`.api.LiveFabric`) a scenario's steps make."""
+
+    def resolve(self, text: str, kind: str = "down") -> Target: ...
+
+    def fault(self, kind: str, target: str, **options) -> dict: ...
+
+    def clear(self, fault_id: int | None = None) -> list[int]: ...
+
+    def clear_target(self, target: str) -> list[int]: ...
+
+    def check_traffic(self, args: list[str], options: dict) -> tuple: ...
+
+    def traffic_request(self, verb: str, args: list[str], options: dict): ...
+
 
 log = logging.getLogger("fabriclab.sim")
 
@@ -65,10 +80,10 @@ def run_step(live: LiveFabric, step: Step) -> None:
         live.fault(verb, args[0], **step.options)
 
 
-def run_due(live: LiveFabric, now: float) -> None:
-    """Carry out every step of ``live``'s scenarios due by ``now``, in order; a step
-    that fails is logged and the scenario goes on.  Finished scenarios are dropped."""
-    for sc in live.scenarios:
+def run_due(live: LiveFabric, scenarios: list[Scenario], now: float) -> list[Scenario]:
+    """Carry out every step of ``scenarios`` due by ``now`` on ``live``, in order; a step
+    that fails is logged and the scenario goes on.  The scenarios not yet finished."""
+    for sc in scenarios:
         while not sc.finished and sc.next_due() <= now:  # type: ignore[operator]
             step = sc.steps[sc.done]
             sc.done += 1
@@ -78,4 +93,4 @@ def run_due(live: LiveFabric, now: float) -> None:
             except FabriclabError as e:
                 sc.log.append(f"{step.where}: {e}")
                 log.warning("scenario %s: %s: %s", sc.name, step.where, e)
-    live.scenarios = [s for s in live.scenarios if not s.finished]
+    return [s for s in scenarios if not s.finished]

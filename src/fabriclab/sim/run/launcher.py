@@ -5,6 +5,7 @@ detached: the same command run again in the background), the real OpenSM beside 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -21,7 +22,7 @@ from ...ib import simwire
 from ...model import miswire
 from ...model.cluster import Cluster
 from ...statedir import open_state_file, state_dir
-from ..live import journal
+from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.events import events_path
@@ -282,7 +283,8 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     if doc is not None:
         live.restore(doc)
     live.save()
-    admin = AdminServer(admin_path(state, req.name), live.request, srv.transport)
+    answer = functools.partial(admin_requests.answer, live)
+    admin = AdminServer(admin_path(state, req.name), answer, srv.transport)
     admin.bind()
     srv.transport.on_wake = live.wake
     return live, admin

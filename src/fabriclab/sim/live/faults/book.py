@@ -23,38 +23,15 @@ flaps and bit errors move with the clock in :mod:`.timeline`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ....ib.rates import SPEEDS, WIDTHS
 from ...fabric.state import SimPort
 from .. import events
-from . import ber, timeline
+from . import ber
+from .fault import Fault
 from .options import bad
 from .ports import DropRule, PortFaults, end_key, link_ends
 from .targets import SWITCH, TRAY, Target, link_name
-
-
-@dataclass
-class Fault:
-    """A fault as asked (kind, target text, options) and how far it has got."""
-
-    id: int
-    kind: str
-    target: str
-    options: dict
-    since: float  # clock seconds when it was injected
-    progress: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        """The fault as the API, the journal and ``fault list`` show it."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "target": self.target,
-            "options": self.options,
-            "since": self.since,
-            "progress": self.progress,
-        }
+from .timeline import Timeline
 
 
 class FaultBook:
@@ -68,6 +45,7 @@ class FaultBook:
         self.ports = PortFaults(live.links, live.drops)
         self.targets: dict[int, Target] = {}  # fault id -> what it was resolved to
         self.ends: dict[int, dict[int, ber.EndState]] = {}  # errors faults, by end
+        self.timeline = Timeline(self.faults, self.targets, self.ends, self.ports, live.event)
 
     # --- injecting and clearing ----------------------------------------------------------
 
@@ -269,13 +247,13 @@ class FaultBook:
 
     def next_due(self) -> float | None:
         """When a flap next changes a link (clock seconds), if one will."""
-        return timeline.next_due(self)
+        return self.timeline.next_due()
 
     def run_due(self, now: float) -> None:
         """Carry out the flap transitions due by ``now``, in order."""
-        timeline.run_due(self, now)
+        self.timeline.run_due(now)
 
     def accrue(self, seconds: float) -> bool:
         """``seconds`` of bit errors on every link with an ``errors`` fault; whether a
         counter moved."""
-        return timeline.accrue(self, seconds)
+        return self.timeline.accrue(seconds)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from ...graph import Graph
 from .block_names import BlockName
-from .config import BLOCK, FLAT, TREE, SlurmConfig, SlurmTopologyError, TopologySpec
+from .config import BLOCK, FLAT, TREE, SlurmConfig, TopologySpec
+from .errors import SlurmTopologyError
 from .network import NetworkTopology
 from .topology_conf import block_conf, tree_conf
 from .topology_units import topology_units

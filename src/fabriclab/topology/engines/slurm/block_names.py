@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import re2
 
-from .config import SlurmTopologyError
+from .errors import SlurmTopologyError
 
 if TYPE_CHECKING:
     from .blocks import Block

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...graph import DomainMap
-from .config import SlurmTopologyError
+from .errors import SlurmTopologyError
 
 
 @dataclass

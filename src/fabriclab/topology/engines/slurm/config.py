@@ -4,20 +4,12 @@ their check against a graph, with topograph's messages (pkg/translate)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ...errors import TopologyProblem
 from ...graph import Graph
-
-if TYPE_CHECKING:
-    from .block_names import BlockName
+from .block_names import BlockName
+from .errors import SlurmTopologyError
 
 TREE, BLOCK, FLAT = "topology/tree", "topology/block", "topology/flat"
-
-
-class SlurmTopologyError(TopologyProblem):
-    """A Slurm topology that cannot be generated for this graph and these options;
-    ``status`` is the HTTP status topograph answers it with."""
 
 
 @dataclass

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ...graph import DomainMap, Graph, Vertex
 from .blocks import Block, domain_blocks
-from .config import SlurmConfig, SlurmTopologyError
+from .config import SlurmConfig
+from .errors import SlurmTopologyError
 
 
 @dataclass

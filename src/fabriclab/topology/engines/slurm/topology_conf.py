@@ -12,7 +12,7 @@ from .block_names import block_names
 from .block_order import domain_labels, natural_key, proximity_order, unique_names
 from .block_tree import complement
 from .blocks import Block, block_sizes
-from .config import SlurmTopologyError
+from .errors import SlurmTopologyError
 from .network import NetworkTopology
 
 

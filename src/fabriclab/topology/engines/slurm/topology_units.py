@@ -12,7 +12,8 @@ from ...errors import OptionError
 from .block_names import block_names
 from .block_tree import complement
 from .blocks import Block, block_sizes
-from .config import BLOCK, TREE, SlurmTopologyError, TopologySpec
+from .config import BLOCK, TREE, TopologySpec
+from .errors import SlurmTopologyError
 from .network import NetworkTopology
 
 
