@@ -10,6 +10,9 @@
 #                                (node_exporter 1.5 / 1.9, Prometheus 2.42 / 2.53)
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
 #   gcc, libc6-dev             - to build fabriclab's host library (sim/host/hostlib/*.c)
+#   curl, iproute2             - what the manual's examples run (tests/test_docs_examples.py:
+#                                curl against the topology API and node_exporter; ip in the
+#                                network namespace each fabric example gets)
 # plus any package named on the command line (scripts/debian13-root.sh asks for debootstrap).
 # The names are the same on Debian 12 (bookworm) and Debian 13 (trixie); none of the
 # libraries renamed for the 64-bit time_t transition (libibnetdisc5 -> libibnetdisc5t64)
@@ -18,7 +21,7 @@
 set -euo pipefail
 
 packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge
-    prometheus-node-exporter prometheus gcc libc6-dev "$@")
+    prometheus-node-exporter prometheus gcc libc6-dev curl iproute2 "$@")
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi

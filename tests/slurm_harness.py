@@ -903,6 +903,16 @@ def _start_munged(place: Place, workdir: Path, start, sup: _Supervisor, deadline
     for sub, mode in (("", 0o755), ("run", 0o755), ("etc", 0o700), ("lib", 0o700)):
         (m / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(m / sub, mode)  # munged insists: socket dir 0755, key dir 0700
+    # munged 0.5.16 also wants every directory above its socket searchable by all
+    # ("Socket is inaccessible: execute permissions for all required"); pytest makes its
+    # temporary directories 0700
+    top = place.root.resolve() if place.root is not None else Path("/")
+    for d in m.parents:
+        if d == top or not d.is_relative_to(top):
+            break
+        mode = d.stat().st_mode
+        if mode & 0o111 != 0o111:
+            os.chmod(d, (mode | 0o111) & 0o7777)
     sock, at = m / "run" / "munge.socket", place.path(m)
     subprocess.run(
         place.command(["mungekey", "--create", f"--keyfile={at}/etc/munge.key", "--force"], {}, m),

@@ -29,6 +29,7 @@ from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
 from fabriclab.sim.host import sysfs
 from fabriclab.sim.host.hostlib import library_path
+from fabriclab.sim.live import admin_requests
 from fabriclab.sim.live.api import LiveFabric
 from fabriclab.sim.live.clock import VirtualClock
 from fabriclab.sim.live.traffic.engine import TrafficEngine
@@ -277,7 +278,9 @@ def tree(tmp_path_factory) -> Path:
         minhop.fill(srv.sim)
         clock = VirtualClock()
         live = LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
-        sysfs.keep_live(lambda: live.request({"op": "tray", "host": TRAY}), root, 1, once=True)
+        sysfs.keep_live(
+            lambda: admin_requests.answer(live, {"op": "tray", "host": TRAY}), root, 1, once=True
+        )
     return root
 
 

@@ -19,6 +19,7 @@ from fabriclab.ib.packets import HEADER_WORDS
 from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
 from fabriclab.sim.host import sysfs
+from fabriclab.sim.live import admin_requests
 from fabriclab.sim.live.api import LiveFabric
 from fabriclab.sim.live.clock import VirtualClock
 from fabriclab.sim.live.traffic.engine import TrafficEngine
@@ -38,7 +39,7 @@ def su():
 
 
 def _files(live, host: str = TRAY) -> dict[str, str]:
-    return sysfs.render(live.request({"op": "tray", "host": host}))
+    return sysfs.render(admin_requests.answer(live, {"op": "tray", "host": host}))
 
 
 def test_a_gb200_tray_has_four_connectx7_devices_in_the_kernels_formats(su):
@@ -118,9 +119,9 @@ def test_state_follows_a_fault_and_data_counts_in_words(su):
 
 def test_a_bad_tray_is_one_error(su):
     with pytest.raises(InputError, match="no such tray"):
-        su.request({"op": "tray", "host": "nope"})
+        admin_requests.answer(su, {"op": "tray", "host": "nope"})
     with pytest.raises(InputError, match="no such tray"):
-        su.request({"op": "tray", "host": ["a list"]})
+        admin_requests.answer(su, {"op": "tray", "host": ["a list"]})
 
 
 def test_tree_is_replaced_atomically_and_only_where_changed(tmp_path, su):
@@ -174,7 +175,9 @@ def test_real_ibstat_reads_the_tree_like_a_real_hosts(tmp_path, su):
     problem = _unshare_problem()
     assert problem is None, f"cannot run ibstat in a mount namespace: {problem}"
     root = tmp_path / "sys"
-    sysfs.keep_live(lambda: su.request({"op": "tray", "host": TRAY}), root, 1, once=True)
+    sysfs.keep_live(
+        lambda: admin_requests.answer(su, {"op": "tray", "host": TRAY}), root, 1, once=True
+    )
     script = f"mount --bind {root}/class /sys/class && ibstat && ibstat -l && ibstatus mlx5_3"
     r = subprocess.run(
         ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60
