@@ -5,6 +5,7 @@ declared (its help from its docstring)."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -145,6 +146,18 @@ def table(
     for row in rows:
         t.add_row(*row)
     out.print(t)
+
+
+JsonOpt = typer.Option(
+    False, "--json", help="Print the result as JSON (one document; see docs/commands.md)."
+)
+
+
+def print_json(doc: object) -> None:
+    """``doc`` as one JSON document on stdout (a listing's ``--json``): the shape the
+    library returns, keys in a stable order."""
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def write(text: str, output: Path | None) -> None:
