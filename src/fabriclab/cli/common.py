@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError, Problem, SpecError, shown
 from ..limits import MAX_TRAYS
@@ -139,13 +141,67 @@ def table(
     right: Collection[str] = (),
     header: bool = True,
 ) -> None:
-    """A table on stdout: ``columns`` (those in ``right`` right-aligned) and ``rows``."""
-    t = Table(title=title, show_header=header)
+    """A table on stdout: ``columns`` (those in ``right`` right-aligned) and ``rows``,
+    every character of every cell shown.  On a terminal, a box that wraps a cell too wide
+    for its column onto more lines (folding a long name, never cutting it); otherwise
+    (a pipe, a file) plain text, each column as wide as its widest cell."""
+    cells = [[str(c) for c in row] for row in rows]
+    if _terminal():
+        _boxed(title, columns, cells, right, header)
+    else:
+        for line in plain_table(title, columns, cells, right, header):
+            show(line)
+
+
+def _terminal() -> bool:
+    """Whether stdout is a terminal (what rich would guess from the environment aside)."""
+    try:
+        return out.file.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _boxed(
+    title: str | None,
+    columns: Sequence[str],
+    rows: list[list[str]],
+    right: Collection[str],
+    header: bool,
+) -> None:
+    if title:
+        show(title)
+    # overflow "fold": a word wider than its column goes on over more lines, where the
+    # default ("ellipsis") would cut it; cells are Text, so "[6]" is never read as markup
+    t = Table(show_header=header)
     for col in columns:
-        t.add_column(col, justify="right" if col in right else "left")
+        t.add_column(Text(col), justify="right" if col in right else "left", overflow="fold")
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(Text(c) for c in row))
     out.print(t)
+
+
+def plain_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: list[list[str]],
+    right: Collection[str] = (),
+    header: bool = True,
+) -> list[str]:
+    """A table's lines as plain text: the title, the header, then the rows (a cell's own
+    line breaks made spaces), each column as wide as its widest cell, two spaces apart,
+    no trailing spaces."""
+    n = len(columns)
+    shown = [list(columns)] if header else []
+    shown += [[" ".join(c.splitlines()) for c in row][:n] + [""] * (n - len(row)) for row in rows]
+    widths = [max((cell_len(r[i]) for r in shown), default=0) for i in range(n)]
+    lines = [title] if title else []
+    for r in shown:
+        cells = [
+            c.rjust(w - cell_len(c) + len(c)) if col in right else c.ljust(w - cell_len(c) + len(c))
+            for c, w, col in zip(r, widths, columns, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 JsonOpt = typer.Option(
