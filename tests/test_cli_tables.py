@@ -72,3 +72,21 @@ def test_fault_list_piped_and_on_a_terminal(real_tools, tmp_path):
         assert "…" not in text and all(cell_len(ln) <= NARROW for ln in text.splitlines()), text
         assert boxed_column(text, 2) == "LAB-IBLEAF-01[6]", text
         assert boxed_column(text, 3) == "speed=HDR", text
+
+
+def test_a_reader_that_stops_reading_is_no_failure():
+    """'fabriclab inspect … | head' under pipefail: the pipe closed before the table is
+    written ends the command with exit 0, as any other output does, and says nothing."""
+    for args in (
+        ["inspect", "gb200-su"],
+        ["inspect", "lab", "--json"],
+        ["render", "lab", "ibsim-net"],
+    ):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fabriclab.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        proc.stdout.close()  # before it has started: whatever it writes finds no reader
+        _, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err) == (0, b""), (args, err)

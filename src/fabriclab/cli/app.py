@@ -11,7 +11,7 @@ import typer
 
 from ..errors import FabriclabError, shown
 from . import fabric, hostview, live, offline, topology
-from .common import err, prose, show, warn
+from .common import ReaderGone, err, prose, show, warn
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -88,7 +88,7 @@ def main() -> None:
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         sys.exit(0)
     except Exception as e:
         # Usage errors come from click (vendored by newer typer): its own text is several

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import typer
 from rich.cells import cell_len
@@ -25,7 +25,28 @@ from ..model.build import build
 from ..model.cluster import Cluster
 from ..spec.load import load_spec, locate
 
-out = Console(highlight=False, soft_wrap=True)
+
+class ReaderGone(Exception):
+    """Whoever reads stdout has stopped reading (``fabriclab … | head``): the command ends
+    there, exit 0 (:func:`.app.main`).  Not an OSError, which click and rich would each
+    turn into exit 1."""
+
+
+def _reader_gone() -> NoReturn:
+    """stdout made /dev/null (nothing is left to flush at exit), then :class:`ReaderGone`."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise ReaderGone
+
+
+class _Stdout(Console):
+    """The command's output (a broken pipe: :class:`ReaderGone`)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _reader_gone()
+
+
+out = _Stdout(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
@@ -212,15 +233,21 @@ JsonOpt = typer.Option(
 def print_json(doc: object) -> None:
     """``doc`` as one JSON document on stdout (a listing's ``--json``): the shape the
     library returns, keys in a stable order."""
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    sys.stdout.flush()
+    _stdout(json.dumps(doc, indent=2) + "\n")
+
+
+def _stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
 
 
 def write(text: str, output: Path | None) -> None:
     """``text`` to ``output``, or to stdout when it is None or ``-``."""
     if output is None or str(output) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _stdout(text)
         return
     try:
         output.write_text(text)
