@@ -102,6 +102,7 @@ def test_shell_completion_is_installable_and_completes(tmp_path):
 
     assert complete("fabriclab fa") == ["fault"]
     assert complete("fabriclab fault cl") == ["clear"]
+    assert complete("fabriclab lo") == ["locate"]
 
 
 def test_presets_lists_the_three():
