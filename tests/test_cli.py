@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from functools import partial
+from importlib.metadata import version
 from pathlib import Path
 
 import helpers
@@ -13,8 +14,10 @@ import pytest
 import yaml
 from conftest import FIXTURES
 
+from fabriclab import __version__
+
 ENV = {**os.environ, "SOURCE_DATE_EPOCH": "1733000000", "COLUMNS": "160"}
-fl = partial(helpers.fl, env=ENV)  # a fixed date, and a terminal as wide as the tables
+fl = partial(helpers.fl, env=ENV)  # a fixed date, and help as wide as 160 columns
 
 
 # The seed's listing (ai-lab part 7), every line it shows, tabs as the tool prints them.
@@ -64,6 +67,42 @@ def test_render_formats_and_output_file(tmp_path):
     assert p[0].startswith("SW     1 65 0x2c5eab0306555424 4x SDR")
     m = fl("render", "lab", "ibnetdiscover", "-m").stdout
     assert "# Reported max hops discovered: 3\n# Total MADs used: " in m
+
+
+def test_version_is_the_package_version():
+    r = fl("--version")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout == f"fabriclab {version('fabriclab')}\n" == f"fabriclab {__version__}\n"
+
+
+def test_shell_completion_is_installable_and_completes(tmp_path):
+    """typer's completion: --show-completion prints the script, --install-completion
+    writes it under HOME, and the script's request completes commands and subcommands."""
+    exe = [str(Path(sys.executable).parent / "fabriclab")]
+    env = {**ENV, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    shown = subprocess.run(
+        [*exe, "--show-completion", "bash"], env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "complete -o default -F _fabriclab_completion fabriclab" in shown.stdout
+    done = subprocess.run(
+        [*exe, "--install-completion", "bash"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    script = tmp_path / ".bash_completions" / "fabriclab.sh"
+    assert script.read_text().strip() == shown.stdout.strip()
+    assert str(script) in (tmp_path / ".bashrc").read_text()
+
+    def complete(words: str) -> list[str]:
+        asked = {"_FABRICLAB_COMPLETE": "complete_bash", "COMP_WORDS": words}
+        asked["COMP_CWORD"] = str(len(words.split()) - 1)
+        r = subprocess.run(exe, env={**env, **asked}, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert complete("fabriclab fa") == ["fault"]
+    assert complete("fabriclab fault cl") == ["clear"]
+    assert complete("fabriclab lo") == ["locate"]
 
 
 def test_presets_lists_the_three():

@@ -131,3 +131,11 @@ def test_the_check_finds_a_line_broken_in_the_source():
         " against it.\n"
     )
     assert hard_breaks(wrapped, WIDTH) == []
+
+
+def test_the_root_options_are_listed():
+    """``fabriclab --help`` shows the options before the command: --version, and typer's
+    --install-completion and --show-completion."""
+    text = help_text((), WIDTH)
+    for option in ("--version", "--install-completion", "--show-completion", "--help"):
+        assert re.search(rf"^│ {option}\s", text, re.M), text

@@ -1,5 +1,7 @@
 """The docs match the code: docs/commands.md has a section for every command of the
-CLI naming each of its options, and the README's links reach pages that exist."""
+CLI naming each of its options, a synopsis of each naming every option it has and none it
+has not, the command's own options at the top and every command in its table; and the
+README's links reach pages that exist."""
 
 from __future__ import annotations
 
@@ -60,6 +62,62 @@ def test_every_command_and_option_is_in_the_reference() -> None:
                 if opt.startswith("--") and not re.search(rf"{re.escape(opt)}(?![\w-])", text):
                     missing.append(f"{title}: {opt}")
     assert not missing, "docs/commands.md lacks:\n" + "\n".join(missing)
+
+
+def _synopsis(text: str) -> str:
+    """A section's synopsis: its first ```text block."""
+    m = re.search(r"```text\n(.*?)```", text, re.S)
+    return m.group(1) if m else ""
+
+
+def _names(cmd) -> list[list[str]]:
+    """Each option of ``cmd`` (but --help) as the forms it is given by."""
+    return [
+        [*p.opts, *p.secondary_opts]
+        for p in cmd.params
+        if p.param_type_name == "option" and p.name != "help"
+    ]
+
+
+def test_every_synopsis_names_the_options_and_no_others() -> None:
+    root = typer.main.get_command(_app())
+    sections = _sections()
+    wrong = []
+    for path, cmd in _commands(root, ("fabriclab",)):
+        title = " ".join(path)
+        if len(path) == 1 or title not in sections:
+            continue  # the section itself: test_every_command_and_option_is_in_the_reference
+        synopsis = _synopsis(sections[title])
+        if not synopsis.startswith(title):
+            wrong.append(f"{title}: no synopsis starting '{title}'")
+            continue
+        for forms in _names(cmd):
+            if not any(re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", synopsis) for f in forms):
+                wrong.append(f"{title}: the synopsis lacks {'/'.join(forms)}")
+        known = {f for forms in _names(cmd) for f in forms}
+        # before a lone "--" (what follows is the tool's); "-vv" is "-v" given twice
+        ours = re.split(r"(?<![\w-])--(?= |$)", synopsis)[0]
+        given = [
+            re.sub(r"^-(\w)\1+$", r"-\1", o)
+            for o in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", ours)
+        ]
+        wrong += [
+            f"{title}: the synopsis names {o}, not an option" for o in given if o not in known
+        ]
+    # the command's own options, and every command in the table at the top
+    text = COMMANDS.read_text()
+    top = _synopsis(text)
+    if not top.startswith("fabriclab ["):
+        wrong.append("no synopsis of fabriclab itself at the top")
+    wrong += [
+        f"fabriclab: the synopsis lacks {'/'.join(f)}" for f in _names(root) if f[0] not in top
+    ]
+    wrong += [
+        f"the command table lacks {name}"
+        for name in root.list_commands(None)
+        if f"| [`{name}`](#fabriclab-{name}) |" not in text
+    ]
+    assert not wrong, "docs/commands.md:\n" + "\n".join(wrong)
 
 
 def test_the_readme_links_reach_the_docs() -> None:

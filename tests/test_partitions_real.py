@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fabric_server import fabric_up
 from helpers import counter, run_tool, served, started, umad2sim_env, wait_for
+from tables import plain_rows
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.partitions import share_partition
@@ -147,7 +148,6 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
         fabric_up("lab", tmp_path / "up", extra=["--virtual-clock"]) as f,
         opensm(f.name, "sched-worker1", tmp_path / "sm", conf),
     ):
-        f.env["COLUMNS"] = "300"  # the flow table whole
         inside_to, across_to = a[2].ports[1], b[1].ports[1]
         leaf = across_to.peer  # the leaf port facing the receiver in tenant B
         assert leaf is not None
@@ -177,8 +177,8 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
         # PortCounters' PortXmitConstraintErrors is 8 bits and stops at 255 (IBA Vol. 1,
         # 16.1.3.5); every packet of flow 2 stopped there, MTU 4096 (its size never
         # reached: it keeps sending)
-        row = next(ln for ln in listing.splitlines() if ln.startswith("│ 2 "))
-        sent = int(row.split("│")[6])
+        row = next(r for r in plain_rows(listing, "flows") if r["id"] == "2")
+        sent = int(row["sent"])
         dropped = sent // 4096
         assert before[2] == 0 and xmit_constraint() == 255 < dropped, listing
         assert f"PortXmitConstraintErrors at '{leaf.node.desc}'[{leaf.num}]" in listing, listing

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import version
 
 import typer
 
 from ..errors import FabriclabError, shown
-from . import fabric, hostview, live, offline, topology
-from .common import err, prose, warn
+from . import fabric, hostview, live, locate, offline, topology
+from .common import ReaderGone, err, prose, show, warn
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     help=prose(
         """Emulated GPU-cluster networks: NVLink domains and an InfiniBand fabric, in the
@@ -22,8 +22,27 @@ app = typer.Typer(
         Example: fabriclab render lab ibnetdiscover"""
     ),
 )
-for group in (offline, topology, fabric, hostview, live):
+for group in (offline, topology, fabric, hostview, live, locate):
     app.add_typer(group.commands)
+
+
+def _version(given: bool) -> None:
+    if given:
+        show(f"fabriclab {version('fabriclab')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print fabriclab's version and exit.",
+    ),
+) -> None:
+    """The options before the command."""
 
 
 def _is(e: Exception, name: str) -> bool:
@@ -69,7 +88,7 @@ def main() -> None:
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         sys.exit(0)
     except Exception as e:
         # Usage errors come from click (vendored by newer typer): its own text is several

@@ -10,12 +10,14 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InputError, Problem, SpecError, shown
 from ..limits import MAX_TRAYS
@@ -23,7 +25,28 @@ from ..model.build import build
 from ..model.cluster import Cluster
 from ..spec.load import load_spec, locate
 
-out = Console(highlight=False, soft_wrap=True)
+
+class ReaderGone(Exception):
+    """Whoever reads stdout has stopped reading (``fabriclab … | head``): the command ends
+    there, exit 0 (:func:`.app.main`).  Not an OSError, which click and rich would each
+    turn into exit 1."""
+
+
+def _reader_gone() -> NoReturn:
+    """stdout made /dev/null (nothing is left to flush at exit), then :class:`ReaderGone`."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise ReaderGone
+
+
+class _Stdout(Console):
+    """The command's output (a broken pipe: :class:`ReaderGone`)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _reader_gone()
+
+
+out = _Stdout(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable)
@@ -139,13 +162,67 @@ def table(
     right: Collection[str] = (),
     header: bool = True,
 ) -> None:
-    """A table on stdout: ``columns`` (those in ``right`` right-aligned) and ``rows``."""
-    t = Table(title=title, show_header=header)
+    """A table on stdout: ``columns`` (those in ``right`` right-aligned) and ``rows``,
+    every character of every cell shown.  On a terminal, a box that wraps a cell too wide
+    for its column onto more lines (folding a long name, never cutting it); otherwise
+    (a pipe, a file) plain text, each column as wide as its widest cell."""
+    cells = [[str(c) for c in row] for row in rows]
+    if _terminal():
+        _boxed(title, columns, cells, right, header)
+    else:
+        for line in plain_table(title, columns, cells, right, header):
+            show(line)
+
+
+def _terminal() -> bool:
+    """Whether stdout is a terminal (what rich would guess from the environment aside)."""
+    try:
+        return out.file.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _boxed(
+    title: str | None,
+    columns: Sequence[str],
+    rows: list[list[str]],
+    right: Collection[str],
+    header: bool,
+) -> None:
+    if title:
+        show(title)
+    # overflow "fold": a word wider than its column goes on over more lines, where the
+    # default ("ellipsis") would cut it; cells are Text, so "[6]" is never read as markup
+    t = Table(show_header=header)
     for col in columns:
-        t.add_column(col, justify="right" if col in right else "left")
+        t.add_column(Text(col), justify="right" if col in right else "left", overflow="fold")
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(Text(c) for c in row))
     out.print(t)
+
+
+def plain_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: list[list[str]],
+    right: Collection[str] = (),
+    header: bool = True,
+) -> list[str]:
+    """A table's lines as plain text: the title, the header, then the rows (a cell's own
+    line breaks made spaces), each column as wide as its widest cell, two spaces apart,
+    no trailing spaces."""
+    n = len(columns)
+    shown = [list(columns)] if header else []
+    shown += [[" ".join(c.splitlines()) for c in row][:n] + [""] * (n - len(row)) for row in rows]
+    widths = [max((cell_len(r[i]) for r in shown), default=0) for i in range(n)]
+    lines = [title] if title else []
+    for r in shown:
+        cells = [
+            c.rjust(w - cell_len(c) + len(c)) if col in right else c.ljust(w - cell_len(c) + len(c))
+            for c, w, col in zip(r, widths, columns, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
 
 
 JsonOpt = typer.Option(
@@ -156,15 +233,21 @@ JsonOpt = typer.Option(
 def print_json(doc: object) -> None:
     """``doc`` as one JSON document on stdout (a listing's ``--json``): the shape the
     library returns, keys in a stable order."""
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    sys.stdout.flush()
+    _stdout(json.dumps(doc, indent=2) + "\n")
+
+
+def _stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
 
 
 def write(text: str, output: Path | None) -> None:
     """``text`` to ``output``, or to stdout when it is None or ``-``."""
     if output is None or str(output) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _stdout(text)
         return
     try:
         output.write_text(text)

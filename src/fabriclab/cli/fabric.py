@@ -9,6 +9,7 @@ import typer
 from ..errors import InputError, Problem
 from ..sim.wire.admission import DEFAULT_MAX_CLIENTS
 from .common import (
+    JsonOpt,
     NameOpt,
     SpecArg,
     TraysOpt,
@@ -16,6 +17,7 @@ from .common import (
     command,
     group,
     load_cluster,
+    print_json,
     say,
     table,
     write,
@@ -146,7 +148,7 @@ def down(name: str = NameOpt) -> None:
 
 
 @command(commands)
-def status() -> None:
+def status(json_out: bool = JsonOpt) -> None:
     """List the fabrics that are up: name, pid, spec, how tools reach it, OpenSM's state.
 
     Example: fabriclab status
@@ -154,8 +156,13 @@ def status() -> None:
     from ..sim.run import launcher
     from ..statedir import state_dir
 
+    rows = launcher.status()
+    if json_out:
+        keys = ("name", "pid", "spec", "reach", "opensm")
+        print_json([{**dict(zip(keys, row, strict=True)), "pid": int(row[1])} for row in rows])
+        return
     columns = ("name", "pid", "spec", "reach", "OpenSM")
-    table(f"fabrics up ({state_dir()})", columns, launcher.status())
+    table(f"fabrics up ({state_dir()})", columns, rows)
 
 
 @command(commands, "exec", context_settings={"allow_interspersed_args": False})

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from ..errors import InputError, Problem
-from .common import NameOpt, command, group, say, show, table
+from .common import JsonOpt, NameOpt, command, group, print_json, say, show, table
 
 # The fabric server's modules (numpy, scipy) are imported by the commands that use them:
 # the others start without loading them.
@@ -212,11 +212,15 @@ for kind, declared in FAULTS.items():
 
 
 @command(fault_app, "list")
-def fault_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+def fault_list(ctx: typer.Context, name: str | None = SubNameOpt, json_out: bool = JsonOpt) -> None:
     """The faults in force: what, where, since when, how far along.
 
     Example: fabriclab fault list
     """
+    faults = _live(ctx, name, {"op": "faults"})
+    if json_out:
+        print_json(faults)
+        return
     rows = [
         (
             str(f["id"]),
@@ -226,7 +230,7 @@ def fault_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
             f"{f['since']:.3f}",
             " ".join(f"{k}={v}" for k, v in f["progress"].items()),
         )
-        for f in _live(ctx, name, {"op": "faults"})
+        for f in faults
     ]
     table("faults", ("id", "kind", "target", "options", "since (s)", "progress"), rows)
 
@@ -386,6 +390,22 @@ def scenario_run(
         say(f"scenario {r['name']!r} done")
 
 
+@command(scenario_app, "list")
+def scenario_list(
+    ctx: typer.Context, name: str | None = SubNameOpt, json_out: bool = JsonOpt
+) -> None:
+    """The scenarios still running: when each began and how many of its steps have run.
+
+    Example: fabriclab scenario list
+    """
+    running = _live(ctx, name, {"op": "scenarios"})
+    if json_out:
+        print_json(running)
+        return
+    rows = [(s["name"], f"{s['start']:g}", f"{s['done']}/{len(s['steps'])}") for s in running]
+    table("scenarios running", ("name", "since (s)", "steps run"), rows)
+
+
 @command(clock_app, "advance")
 def clock_advance(
     ctx: typer.Context,
@@ -401,10 +421,13 @@ def clock_advance(
 
 
 @command(clock_app, "show")
-def clock_show(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
+def clock_show(ctx: typer.Context, name: str | None = SubNameOpt, json_out: bool = JsonOpt) -> None:
     """The fabric's clock: its time and whether it is virtual.
 
     Example: fabriclab clock show
     """
     r = _live(ctx, name, {"op": "clock"})
+    if json_out:
+        print_json(r)
+        return
     show(f"clock at {r['now']:g} s ({'virtual' if r['virtual'] else 'wall time'})")

@@ -16,6 +16,7 @@ from ..model.summary import Summary, summarize
 from ..model.to_spec import spec_from_fabric
 from ..spec.load import preset_names
 from .common import (
+    JsonOpt,
     OutputOpt,
     SpecArg,
     TraysOpt,
@@ -23,6 +24,7 @@ from .common import (
     group,
     load_cluster,
     now,
+    print_json,
     say,
     show,
     table,
@@ -36,37 +38,55 @@ DOMAINS_SHOWN = 20  # inspect lists this many NVLink domains, then how many more
 
 
 @command(commands)
-def presets() -> None:
+def presets(json_out: bool = JsonOpt) -> None:
     """List the built-in specs.
 
     Example: fabriclab presets
     """
-    rows = [(name, *_row(summarize(load_cluster(name)))) for name in preset_names()]
+    listed = [_preset(name, summarize(load_cluster(name))) for name in preset_names()]
+    if json_out:
+        print_json(listed)
+        return
     columns = ("preset", "description", "trays", "GPUs", "HCAs", "switches", "tiers")
+    rows = [[str(p[k]) for k in ("name", *PRESET_KEYS)] for p in listed]
     table("fabriclab presets", columns, rows, right=columns[2:])
 
 
-def _row(s: Summary) -> tuple[str, ...]:
-    return (s.description, *map(str, (s.trays, s.gpus, s.hcas, s.switches, len(s.tiers))))
+PRESET_KEYS = ("description", "trays", "gpus", "hcas", "switches", "tiers")
+
+
+def _preset(name: str, s: Summary) -> dict:
+    """A preset as ``presets --json`` lists it: its name and numbers (tiers: how many)."""
+    numbers = {k: v for k, v in s.to_json().items() if k in PRESET_KEYS}
+    return {"name": name, **numbers, "tiers": len(s.tiers)}
 
 
 @command(commands)
-def validate(spec: str = SpecArg, trays: int | None = TraysOpt) -> None:
+def validate(spec: str = SpecArg, trays: int | None = TraysOpt, json_out: bool = JsonOpt) -> None:
     """Check a spec; exit 0 when valid, 2 with one error line per problem.
 
     Example: fabriclab validate my-cluster.yaml --trays 288
     """
     s = summarize(load_cluster(spec, trays))
+    if json_out:
+        print_json({k: v for k, v in s.to_json().items() if k in VALIDATE_KEYS})
+        return
     show(f"ok: {s.name}: {s.trays} trays, {s.switches} switches, {s.cas} CAs, {s.links} links")
 
 
+VALIDATE_KEYS = ("name", "trays", "switches", "cas", "links")
+
+
 @command(commands)
-def inspect(spec: str = SpecArg, trays: int | None = TraysOpt) -> None:
+def inspect(spec: str = SpecArg, trays: int | None = TraysOpt, json_out: bool = JsonOpt) -> None:
     """Summarize a cluster: trays, GPUs, HCAs, switch tiers, links, NVLink domains.
 
     Example: fabriclab inspect gb200-su --trays 288
     """
     s = summarize(load_cluster(spec, trays))
+    if json_out:
+        print_json(s.to_json())
+        return
     counts = [("trays", s.trays), ("GPUs", s.gpus), ("HCAs (tray)", s.hcas)]
     counts += [("other CAs", s.other_cas)] if s.other_cas else []
     counts += [("switches", s.switches), ("links", s.links), ("NVLink domains", len(s.domains))]

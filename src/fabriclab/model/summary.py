@@ -39,6 +39,44 @@ class Summary:
     link_rates: dict[str, int]  # width+speed ("4xNDR") -> links at it, in name order
     domains: list[DomainSummary]
 
+    def to_json(self) -> dict:
+        """The numbers as ``inspect --json`` prints them (every domain; a tier's links
+        down and up, and its oversubscription, None for the top tier)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "trays": self.trays,
+            "gpus": self.gpus,
+            "hcas": self.hcas,
+            "other_cas": self.other_cas,
+            "cas": self.cas,
+            "switches": self.switches,
+            "links": self.links,
+            "tiers": [
+                {
+                    "tier": t.tier,
+                    "role": t.role,
+                    "switches": t.switches,
+                    "links_down": t.down,
+                    "links_up": t.up,
+                    "oversubscription": t.oversubscription,
+                }
+                for t in self.tiers
+            ],
+            "link_rates": dict(self.link_rates),
+            "domains": [
+                {
+                    "name": d.name,
+                    "cluster_uuid": d.cluster_uuid,
+                    "trays": d.trays,
+                    "gpus": d.gpus,
+                    "clique": d.clique,
+                    "partitions": {str(pid): n for pid, n in d.partitions.items()},
+                }
+                for d in self.domains
+            ],
+        }
+
 
 def summarize(cluster: Cluster) -> Summary:
     """The numbers of ``cluster``."""

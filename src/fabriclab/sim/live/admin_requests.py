@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...errors import InputError, Problem
+from ...model.fabric import Port
+from ...model.lookup import lookup
 from ..host import hostview
 from .api import LiveFabric
 
@@ -49,8 +51,29 @@ def answer(live: LiveFabric, req: dict):
     if op == "tray":
         live.catch_up()
         return hostview.tray_view(live.resolver.cluster, live.sim, req.get("host"))
+    if op == "locate":
+        return _locate(live, req.get("name"))
     if op == "traffic":
         return live.traffic_request(
             str(req.get("verb")), list(req.get("args") or []), dict(req.get("options") or {})
         )
     raise InputError([Problem("request", f"unknown operation {op!r}")])
+
+
+def _locate(live: LiveFabric, name) -> dict:
+    """``locate NAME`` on the running fabric: the LIDs its SM has given now (a switch's
+    ports show its port 0's), and each cable's far end as the fabric is served."""
+    if not isinstance(name, str):
+        raise InputError([Problem("NAME", f"{name!r} is not a name")])
+    sim = live.sim
+
+    def lids(p: Port) -> tuple[int, int]:
+        node = sim.node_of(p.node)
+        sp = node.ports[0 if node.is_switch else p.num]
+        return (sp.lid, sp.lmc) if sp is not None else (0, 0)
+
+    def peer(p: Port) -> Port | None:
+        far = sim.port_of(p).peer
+        return far.fabric_port if far is not None else None
+
+    return lookup(live.resolver.cluster, name, lids=lids, peer=peer, source="fabric")
