@@ -226,3 +226,15 @@ def test_steps_at_one_time_run_in_file_order(live):
     live.advance(1)
     assert live.faults() == [] and live.scenarios == []
     assert sc.log == ["s.yaml:2: down LAB-IBLEAF-01[3]", "s.yaml:4: up LAB-IBLEAF-01[3]"]
+
+
+def test_a_long_bad_line_is_refused_at_once(live):
+    """The quoting hint looks only at a line a person wrote: a huge one is refused as
+    YAML refuses it, at once."""
+    import time
+
+    text = "- {at: 1s, do: " + "a" * 400_000 + "}}\n"  # minutes for the hint's searches
+    start = time.monotonic()
+    with pytest.raises(InputError, match="not valid YAML") as e:
+        live.scenario(text, "s.yaml")
+    assert "quote" not in str(e.value) and time.monotonic() - start < 5

@@ -236,6 +236,9 @@ def _words(do, where: str) -> list[str]:
 # In a flow collection ({...} or [...]) a plain value ends at ',' or ']' and YAML reads
 # '[' as the start of a list: a target's [port] must be quoted there.
 _BRACKETED = re.compile(r"[^\s\[\]{},:\"']+\[[^\]\s]*\]")
+# characters: a longer line is no hand-written step (and the searches, quadratic in the
+# worst case, stay cheap)
+_HINT_LINE_MAX = 1000
 _FLOW_VALUE = re.compile(r"(?P<key>[\w-]+):[ \t]+(?P<value>[^\s\"'{}\[,][^,{}]*?\])\s*(?=[,}]|$)")
 
 
@@ -248,7 +251,7 @@ def _with_quoting_hint(e: InputError, text: str) -> InputError:
         return e
     lines = text.splitlines()
     row = lines[int(line) - 1] if 0 < int(line) <= len(lines) else ""
-    if not _BRACKETED.search(row):
+    if len(row) > _HINT_LINE_MAX or not _BRACKETED.search(row):
         return e
     m = _FLOW_VALUE.search(row)
     if m:
