@@ -8,7 +8,9 @@ A block is marked on its fence with an attribute list, which MkDocs renders (the
 - ```` ```{.console .run} ````: a transcript: the lines that start with ``$ `` are the
   commands, the others what they print (not compared);
 - ```` ```{.yaml data-file="NAME"} ````: a file the page's runnable blocks read: it is
-  written as NAME into the working directory of each of them before it runs.
+  written as NAME into the working directory of each of them before it runs; a NAME
+  under ``examples/`` is the repository's file shown (each block's working directory
+  has the repository's ``examples/``), checked to be the same, not written.
 
 A command is expected to exit 0, or the status its trailing comment states first
 (``fabriclab check lab --ibnetdiscover lab.topo   # exit 1: ...``); it runs in bash with

@@ -2,7 +2,7 @@
 block is marked).
 
 Each marked block of README.md and docs/*.md runs in a fresh working directory (holding
-the page's ``data-file`` blocks), with ``fabriclab`` from this interpreter's environment
+the page's ``data-file`` blocks, and ``examples/``, the repository's), with ``fabriclab`` from this interpreter's environment
 first on PATH and a state directory of its own.  A block that reaches a running fabric
 runs, as root, inside a network namespace of its own (fresh abstract socket names, its
 own loopback), so it can neither see nor disturb another fabric on the machine; at its
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from docs_blocks import ROOT, Block, Command, blocks, pages
 
+EXAMPLES = ROOT / "examples"
 COMMAND_TIMEOUT = 180.0  # seconds: the slowest example brings up gb200-su under OpenSM
 DOWN_TIMEOUT = 60.0
 
@@ -47,9 +48,13 @@ def _env(state: Path) -> dict[str, str]:
 
 
 def _data_files(block: Block, workdir: Path) -> None:
+    """The page's data files written into ``workdir``, and ``examples/`` there: the
+    repository's, as a user in its root has it (a data file shown from examples/ is
+    that file, not written: see test_shown_examples_are_the_shipped_files)."""
+    (workdir / "examples").symlink_to(EXAMPLES, target_is_directory=True)
     for other in blocks(block.path):
         name = other.attrs.get("data-file")
-        if name:
+        if name and not name.startswith("examples/"):
             (workdir / name).write_text("\n".join(other.body) + "\n")
 
 
@@ -184,4 +189,27 @@ def test_the_runnable_examples_are_found() -> None:
 def test_every_fence_attribute_is_known() -> None:
     """A misspelt marker (.rnu, data-fle=) is an error, not an example left unrun."""
     problems = [f"{b.where}: {p}" for page in pages() for b in blocks(page) for p in b.problems]
+    assert not problems, "\n".join(problems)
+
+
+def test_shown_examples_are_the_shipped_files() -> None:
+    """A block shown as ``data-file="examples/NAME"`` is examples/NAME as shipped, byte
+    for byte, and every file in examples/ is shown or run somewhere in the docs."""
+    shown, problems = set(), []
+    for page in pages():
+        for b in blocks(page):
+            name = b.attrs.get("data-file", "")
+            if not name.startswith("examples/"):
+                continue
+            shown.add(name)
+            path = ROOT / name
+            if not path.is_file():
+                problems.append(f"{b.where}: {name} is not in the repository")
+            elif path.read_text() != "\n".join(b.body) + "\n":
+                problems.append(f"{b.where}: differs from {name}")
+    text = "\n".join(page.read_text() for page in pages())
+    for path in sorted(EXAMPLES.iterdir()):
+        name = f"examples/{path.name}"
+        if name not in shown and name not in text:
+            problems.append(f"{name}: the docs neither show nor use it")
     assert not problems, "\n".join(problems)

@@ -132,7 +132,7 @@ def test_scenario_survives_kill_9_and_resume(real_tools, tmp_path):
         assert r.returncode == 2
         assert r.stderr.strip().splitlines() == [
             f"error: {bad}:4: unknown verb 'explode' (known: down, up, flap, degrade, errors, "
-            "drop, clear, traffic)"
+            "drop, nvlink, clear, traffic)"
         ]
         assert _events(f) == []
         r = f.fabriclab("scenario", "--name", f.name, "run", str(scenario))

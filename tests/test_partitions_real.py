@@ -20,6 +20,7 @@ from fabriclab.spec.load import load_spec
 pytestmark = pytest.mark.realtools
 
 LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SPINE = "MF0;LAB-IBSPINE-01:MQM9701/U1"
 
 
@@ -141,48 +142,77 @@ def test_traffic_inside_a_tenant_flows_and_across_is_dropped_and_counted(real_to
     words); a flow from tenant A to tenant B is discarded at the leaf port facing the
     receiver, which enforces outbound as OpenSM set it: the real perfquery and
     ibqueryerrors show PortXmitConstraintErrors there, and the receiver gets nothing."""
-    from fabric_server import fabric_up
-
     _, a, b, conf = _two_tenants()
     with (
         fabric_up("lab", tmp_path / "up", extra=["--virtual-clock"]) as f,
         opensm(f.name, "sched-worker1", tmp_path / "sm", conf),
     ):
-        inside_to, across_to = a[2].ports[1], b[1].ports[1]
-        leaf = across_to.peer  # the leaf port facing the receiver in tenant B
-        assert leaf is not None
+        _tenants_isolated_in_traffic(f, a, b)
 
-        def pq(*argv: str) -> str:
-            return f.run("sched-worker1", "perfquery", *argv).stdout
 
-        def rcv(port) -> int:
-            return counter(pq("-x", str(port.lid), "1"), "PortRcvData")
+def test_up_sm_partitions_from_the_cli_isolates_tenants(real_tools, tmp_path):
+    """The same, with OpenSM as 'up --sm --partitions examples/two-tenants.conf' runs
+    it: the tenants' traffic is isolated as above, and the real saquery shows each
+    tenant's key in the SA's P_Key tables (to a requester sharing a partition with
+    the port)."""
+    _, a, b, _ = _two_tenants()
+    extra = ["--virtual-clock", "--partitions", str(EXAMPLES / "two-tenants.conf")]
+    with fabric_up("lab", tmp_path, sm=True, extra=extra) as f:
+        assert "Partition configuration in error" not in f.opensm_log()
 
-        def xmit_constraint() -> int:
-            return counter(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
+        def pktr(at: str, ca) -> str:
+            lid = ca.ports[1].lid
+            return f.run(at, "saquery", "--smkey", "1", "PKTR", f"{lid}/1/0").stdout
 
-        before = (rcv(inside_to), rcv(across_to), xmit_constraint())
-        for dst in ("sched-worker1/mlx5_2", "sched-worker2/mlx5_1"):
-            r = f.fabriclab(
-                "traffic", "--name", f.name, "send", "sched-worker1/mlx5_1", dst, "--bytes", "1Mi"
-            )
-            assert r.returncode == 0, r.stderr
-        r = f.fabriclab("clock", "--name", f.name, "advance", "1")
+        # from OpenSM's own port (a full member of the default partition): both tenants
+        for ca, key in ((a[1], "0x8001"), (b[2], "0x8002")):
+            rec = pktr("sched-worker1", ca)
+            assert "PKeyTableRecord dump:" in rec and key in rec and "0x7fff" in rec, rec
+        # from tenant B: its own tables; tenant A's are none of its business for the SA
+        assert "0x8002" in pktr("sched-worker2", b[1])
+        assert pktr("sched-worker2", a[1]) == ""
+        _tenants_isolated_in_traffic(f, a, b)
+
+
+def _tenants_isolated_in_traffic(f, a, b) -> None:
+    """Under the virtual clock: a flow inside tenant A (``a``: worker1's HCAs) arrives
+    whole; one to tenant B (``b``) is dropped at the leaf port facing the receiver
+    (PortXmitConstraintErrors there, in perfquery and ibqueryerrors)."""
+    inside_to, across_to = a[2].ports[1], b[1].ports[1]
+    leaf = across_to.peer  # the leaf port facing the receiver in tenant B
+    assert leaf is not None
+
+    def pq(*argv: str) -> str:
+        return f.run("sched-worker1", "perfquery", *argv).stdout
+
+    def rcv(port) -> int:
+        return counter(pq("-x", str(port.lid), "1"), "PortRcvData")
+
+    def xmit_constraint() -> int:
+        return counter(pq(str(leaf.node.lid), str(leaf.num)), "PortXmitConstraintErrors")
+
+    before = (rcv(inside_to), rcv(across_to), xmit_constraint())
+    for dst in ("sched-worker1/mlx5_2", "sched-worker2/mlx5_1"):
+        r = f.fabriclab(
+            "traffic", "--name", f.name, "send", "sched-worker1/mlx5_1", dst, "--bytes", "1Mi"
+        )
         assert r.returncode == 0, r.stderr
-        listing = f.fabriclab("traffic", "--name", f.name, "list").stdout
-        # payload and headers in 4-byte words: 256 packets of 4096 bytes + LRH/BTH/ICRC;
-        # and the perfquery MADs of 72 words: the first read's reply, this read's request
-        assert rcv(inside_to) - before[0] == 256 * (4096 // 4 + 6) + 2 * 72, listing
-        assert rcv(across_to) == before[1] + 2 * 72, listing  # the MADs alone
-        # PortCounters' PortXmitConstraintErrors is 8 bits and stops at 255 (IBA Vol. 1,
-        # 16.1.3.5); every packet of flow 2 stopped there, MTU 4096 (its size never
-        # reached: it keeps sending)
-        row = next(r for r in plain_rows(listing, "flows") if r["id"] == "2")
-        sent = int(row["sent"])
-        dropped = sent // 4096
-        assert before[2] == 0 and xmit_constraint() == 255 < dropped, listing
-        assert f"PortXmitConstraintErrors at '{leaf.node.desc}'[{leaf.num}]" in listing, listing
-        q = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
-        at = f"GUID 0x{leaf.node.guid:016x} port {leaf.num}: "
-        line = next((ln for ln in q.splitlines() if at in ln), "")
-        assert f"[PortXmitConstraintErrors == {dropped} (" in line, q  # the 64-bit view
+    r = f.fabriclab("clock", "--name", f.name, "advance", "1")
+    assert r.returncode == 0, r.stderr
+    listing = f.fabriclab("traffic", "--name", f.name, "list").stdout
+    # payload and headers in 4-byte words: 256 packets of 4096 bytes + LRH/BTH/ICRC;
+    # and the perfquery MADs of 72 words: the first read's reply, this read's request
+    assert rcv(inside_to) - before[0] == 256 * (4096 // 4 + 6) + 2 * 72, listing
+    assert rcv(across_to) == before[1] + 2 * 72, listing  # the MADs alone
+    # PortCounters' PortXmitConstraintErrors is 8 bits and stops at 255 (IBA Vol. 1,
+    # 16.1.3.5); every packet of flow 2 stopped there, MTU 4096 (its size never
+    # reached: it keeps sending)
+    row = next(r for r in plain_rows(listing, "flows") if r["id"] == "2")
+    sent = int(row["sent"])
+    dropped = sent // 4096
+    assert before[2] == 0 and xmit_constraint() == 255 < dropped, listing
+    assert f"PortXmitConstraintErrors at '{leaf.node.desc}'[{leaf.num}]" in listing, listing
+    q = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
+    at = f"GUID 0x{leaf.node.guid:016x} port {leaf.num}: "
+    line = next((ln for ln in q.splitlines() if at in ln), "")
+    assert f"[PortXmitConstraintErrors == {dropped} (" in line, q  # the 64-bit view

@@ -78,6 +78,32 @@ def up(
     sm_via: str = typer.Option(
         "auto", "--sm-via", help="How OpenSM attaches (as 'exec --via'; auto: hostlib on a tray)."
     ),
+    sm_config: str | None = typer.Option(
+        None,
+        "--sm-config",
+        metavar="FILE",
+        help="OpenSM's config (an opensm.conf, as -F); fabriclab's own few settings are "
+        "added after it and win.",
+    ),
+    partitions: str | None = typer.Option(
+        None,
+        "--partitions",
+        metavar="FILE",
+        help="OpenSM's partitions.conf (-P): partitions and their members.",
+    ),
+    routing_engine: str | None = typer.Option(
+        None,
+        "--routing-engine",
+        metavar="NAME[,NAME…]",
+        help="OpenSM's routing engine(s) (-R): ftree, updn, minhop, …",
+    ),
+    sm_arg: list[str] | None = typer.Option(
+        None,
+        "--sm-arg",
+        metavar="ARG",
+        help="An argument passed to OpenSM as it is, last (repeatable; --sm-arg=-p for one "
+        "that starts with a dash).",
+    ),
     verbose: int = typer.Option(
         0, "--verbose", "-v", count=True, help="Log clients (-v), and every routing decision (-vv)."
     ),
@@ -107,9 +133,10 @@ def up(
     HCAs (mlx5_0 ...); a tool on a switch or a single port, or on a fabric served over UDP
     (--listen), through Debian's libumad2sim.  See 'fabriclab exec'.
 
-    Example: fabriclab up lab --detach --sm
+    Example: fabriclab up lab --detach --sm --partitions examples/two-tenants.conf
     """
     from ..sim.run import launcher
+    from ..sim.run.opensm import SmOptions
 
     launcher.up(
         launcher.UpRequest(
@@ -123,6 +150,7 @@ def up(
             sm=sm,
             sm_at=sm_at,
             sm_via=sm_via,
+            sm_options=SmOptions(sm_config, partitions, routing_engine, tuple(sm_arg or ())),
             verbose=verbose,
             detach=detach,
             cold=cold,

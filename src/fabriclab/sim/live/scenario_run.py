@@ -84,13 +84,16 @@ def run_due(live: LiveFabric, scenarios: list[Scenario], now: float) -> list[Sce
     """Carry out every step of ``scenarios`` due by ``now`` on ``live``, in order; a step
     that fails is logged and the scenario goes on.  The scenarios not yet finished."""
     for sc in scenarios:
-        while not sc.finished and sc.next_due() <= now:  # type: ignore[operator]
+        while (due := sc.next_due()) is not None and due <= now:
             step = sc.steps[sc.done]
             sc.done += 1
+            sc.running = True  # a step's own catching up runs none of the next ones
             try:
                 run_step(live, step)
                 sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
             except FabriclabError as e:
                 sc.log.append(f"{step.where}: {e}")
                 log.warning("scenario %s: %s: %s", sc.name, step.where, e)
+            finally:
+                sc.running = False
     return [s for s in scenarios if not s.finished]

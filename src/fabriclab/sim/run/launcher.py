@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,9 +30,10 @@ from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.server import FabricServer
 from .admin import AdminServer, admin_path
+from .opensm import SmOptions, sm_gone, start_sm, subnet_up
 from .records import Instance, NotRunning, check_name, signal_recorded
 from .records import running as running_records
-from .tools import Loader, Say, attach_env, python_argv
+from .tools import Loader, Say, python_argv
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
 
@@ -52,6 +52,7 @@ class UpRequest:
     sm: bool = False
     sm_at: str | None = None
     sm_via: str = "auto"  # how OpenSM attaches (tools.WAYS)
+    sm_options: SmOptions = field(default_factory=SmOptions)  # its config, partitions ...
     verbose: int = 0
     detach: bool = False
     cold: bool = False  # ports power on with no LID until an SM assigns one
@@ -72,7 +73,7 @@ class UpRequest:
             ["--trays", str(self.trays)] if self.trays else []
         )
         argv += (["--sm"] if self.sm else []) + (["--sm-at", self.sm_at] if self.sm_at else [])
-        argv += ["--sm-via", self.sm_via]
+        argv += ["--sm-via", self.sm_via, *self.sm_options.argv()]
         argv += (["--allow", self.allow] if self.allow else []) + [
             "--max-clients",
             str(self.max_clients),
@@ -115,6 +116,7 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
         )
     except NotRunning:
         pass
+    req.sm_options = req.sm_options.checked(req.with_sm)  # its files, before anything starts
     if req.with_sm:
         where = req.sm_at or (cluster.trays[0].host if cluster.trays else "")
         port, problem = cluster.locate(where, switches=True)
@@ -141,12 +143,14 @@ def _up_detached(req: UpRequest, cluster: Cluster, log_file: Path, say: Say) -> 
         return
     deadline = time.monotonic() + SM_WAIT
     while not subnet_up(inst):
-        if time.monotonic() > deadline or not inst.alive():
+        gone = sm_gone(inst)
+        if time.monotonic() > deadline or not inst.alive() or gone:
             raise InputError(
                 [
                     Problem(
                         "--sm",
-                        f"OpenSM did not bring the subnet up "
+                        gone
+                        or f"OpenSM did not bring the subnet up "
                         f"(see {state_dir() / (req.name + '.opensm')})",
                     )
                 ]
@@ -208,7 +212,12 @@ def _serve(
     sm_proc = None
     if req.with_sm:
         sm_proc = start_sm(
-            inst, cluster, req.sm_at or cluster.trays[0].host, state_dir(), req.sm_via
+            inst,
+            cluster,
+            req.sm_at or cluster.trays[0].host,
+            state_dir(),
+            req.sm_via,
+            req.sm_options,
         )
         inst.note_sm(sm_proc.pid)
         said: list[bool] = []
@@ -377,60 +386,6 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     raise InputError(
         [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
     )
-
-
-def start_sm(
-    inst: Instance, cluster: Cluster, where: str, log_dir: Path, via: str = "auto"
-) -> subprocess.Popen:
-    """Start the real OpenSM attached at ``where`` (``via`` the host library or umad2sim:
-    :func:`.tools.attach_env`), logging under ``log_dir``."""
-    opensm = shutil.which("opensm") or "/usr/sbin/opensm"
-    if not os.path.exists(opensm):
-        raise InputError(
-            [Problem("--sm", "opensm not found (scripts/install-system-deps.sh installs it)")]
-        )
-    _way, env = attach_env(inst, cluster, where, via)
-    cache = log_dir / f"{inst.name}.opensm"
-    if cache.is_symlink():
-        cache.unlink()
-    shutil.rmtree(cache, ignore_errors=True)  # a fresh SM: no LIDs cached from another fabric
-    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-    env["OSM_CACHE_DIR"] = env["OSM_TMP_DIR"] = str(cache)
-    # OpenSM buffers its log; "SUBNET UP" would sit in the buffer until it exits
-    conf = cache / "opensm.conf"
-    conf.write_text("# written by fabriclab\nforce_log_flush TRUE\n")
-    argv = [opensm, "-F", str(conf), "-f", str(cache / "opensm.log"), "-e"]
-    with open(cache / "opensm.stdout", "ab") as out:
-        return subprocess.Popen(
-            argv,
-            env=env,
-            cwd=cache,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM it if the server dies, however it dies."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def subnet_up(inst: Instance) -> bool:
-    """Whether the fabric's OpenSM (``--sm``) has logged SUBNET UP."""
-    log = state_dir() / f"{inst.name}.opensm" / "opensm.log"
-    try:
-        with open(log, "rb") as f:
-            return b"SUBNET UP" in f.read()
-    except OSError:
-        return False
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
