@@ -97,7 +97,9 @@ def topology(
         from ..sim.run import admin
 
         shown = admin.request(live, {"op": "topology-inputs", "from": live_from})
-        views = topology_inputs.from_views(live, shown["ibnetdiscover"], shown["nvidia_smi"])
+        views = topology_inputs.from_views(
+            live, shown["ibnetdiscover"], shown["nvidia_smi"], shown.get("cluster")
+        )
     elif live_from is not None:
         raise InputError([Problem("--from", "goes with --name (a running fabric)")])
     text, report = topology_command(
