@@ -52,11 +52,14 @@ def _row(s: Summary) -> tuple[str, ...]:
 
 @command(commands)
 def validate(spec: str = SpecArg, trays: int | None = TraysOpt) -> None:
-    """Check a spec; exit 0 when valid, 2 with one error line per problem.
+    """Check a spec; exit 0 when valid (a warning for each name pattern the size
+    outgrows), 2 with one error line per problem.
 
     Example: fabriclab validate my-cluster.yaml --trays 288
     """
-    s = summarize(load_cluster(spec, trays))
+    cluster = load_cluster(spec, trays)
+    warn(cluster.warnings)
+    s = summarize(cluster)
     show(f"ok: {s.name}: {s.trays} trays, {s.switches} switches, {s.cas} CAs, {s.links} links")
 
 
@@ -66,7 +69,9 @@ def inspect(spec: str = SpecArg, trays: int | None = TraysOpt) -> None:
 
     Example: fabriclab inspect gb200-su --trays 288
     """
-    s = summarize(load_cluster(spec, trays))
+    cluster = load_cluster(spec, trays)
+    warn(cluster.warnings)
+    s = summarize(cluster)
     counts = [("trays", s.trays), ("GPUs", s.gpus), ("HCAs (tray)", s.hcas)]
     counts += [("other CAs", s.other_cas)] if s.other_cas else []
     counts += [("switches", s.switches), ("links", s.links), ("NVLink domains", len(s.domains))]
