@@ -63,7 +63,8 @@ def topology(
         "--name",
         "-n",
         help="A running fabric ('fabriclab up'): its links, switches, trays and NVLink "
-        "faults as they are now (its ibnetdiscover and nvidia-smi answers).",
+        "faults as they are now (its ibnetdiscover and nvidia-smi answers), named as its "
+        "spec names them.",
     ),
     live_from: str | None = typer.Option(
         None, "--from", help="With --name: the tray ibnetdiscover runs on (default: the first up)."
