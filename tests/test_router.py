@@ -78,6 +78,22 @@ def test_nothing_is_routed_before_the_sm_writes_the_tables(lab):
     assert lab.port(LEAF, 1).flush().view()["PortRcvSwitchRelayErrors"] == 1
 
 
+def test_a_switchs_own_packet_with_no_route_is_no_relay_error(lab):
+    """What a switch's own port 0 sends (a Notice to its SM, an answer) before its
+    forwarding table has an entry for the DLID is dropped where it starts: it was not
+    received on any port, so no PortRcvSwitchRelayErrors (IBA 16.1.3.5 counts packets
+    received on the port); a packet that came in over a link still counts there."""
+    leaf0 = lab.port(LEAF)
+    assert lid_route(leaf0, 100, True) == (None, [])
+    assert leaf0.flush().view()["PortRcvSwitchRelayErrors"] == 0
+    # one hop on, the spine receives it over a link: a relay error at its port 1
+    lab.write_lft(LEAF, {100: 9})
+    dest, hops = lid_route(leaf0, 100, True)
+    assert dest is None and hops == [(lab.port(LEAF, 9), lab.port(SPINE, 1))]
+    assert lab.port(SPINE, 1).flush().view()["PortRcvSwitchRelayErrors"] == 1
+    assert lab.port(SPINE).flush().view()["PortRcvSwitchRelayErrors"] == 0
+
+
 def test_lid_routing_through_tables_written_by_set(lab):
     lab.route()
     src = lab.port(W1)

@@ -261,10 +261,17 @@ def test_hostlist_errors(text):
 
 
 def test_hostlist_scale():
+    # the bracket keeps its padding: the names that fit never change, wider ones are as
+    # wide as they need to be (Slurm reads gb-r[01-455] so too)
     s = hostlist.scale("gb-r[01-08]-t[01-18]", 8192)
-    assert s == "gb-r[001-455]-t[01-18],gb-r456-t01,gb-r456-t02"
+    assert s == "gb-r[01-455]-t[01-18],gb-r456-t[01-02]"
     names = hostlist.expand(s)
-    assert len(names) == 8192 and names[0] == "gb-r001-t01" and names[-1] == "gb-r456-t02"
+    assert len(names) == 8192 and names[0] == "gb-r01-t01" and names[-1] == "gb-r456-t02"
+    assert names[99 * 18 - 1 : 99 * 18 + 1] == ["gb-r99-t18", "gb-r100-t01"]
+    assert hostlist.scale("gb-r[01-08]-t[01-18]", 144) == "gb-r[01-08]-t[01-18]"
+    assert hostlist.scale("n[1-4]", 12) == "n[1-12]"
+    assert hostlist.scale("n[001-004]x", 3) == "n[001-003]x"
+    assert hostlist.scale("r[1-2]-s[1-2]-t[1-2]", 5) == "r1-s[1-2]-t[1-2],r2-s1-t1"
     assert hostlist.scale("sched-worker[1-2]", 1) == "sched-worker1"
 
 

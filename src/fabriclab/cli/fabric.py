@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,8 +21,12 @@ from .common import (
     print_json,
     say,
     table,
+    warn,
     write,
 )
+
+if TYPE_CHECKING:
+    from ..model.cluster import Cluster
 
 commands = group("Running a fabric.", panel="Running a fabric")
 
@@ -138,6 +143,12 @@ def up(
     from ..sim.run import launcher
     from ..sim.run.opensm import SmOptions
 
+    def load_warned(spec: str, trays: int | None) -> Cluster:
+        """The cluster, its name patterns' warnings said (the size outgrows a field)."""
+        cluster = load_cluster(spec, trays)
+        warn(cluster.warnings)
+        return cluster
+
     launcher.up(
         launcher.UpRequest(
             spec=spec,
@@ -158,7 +169,7 @@ def up(
             virtual_clock=virtual_clock,
             resume=resume,
         ),
-        load=load_cluster,
+        load=load_warned,
         say=say,
     )
 

@@ -63,11 +63,14 @@ def _preset(name: str, s: Summary) -> dict:
 
 @command(commands)
 def validate(spec: str = SpecArg, trays: int | None = TraysOpt, json_out: bool = JsonOpt) -> None:
-    """Check a spec; exit 0 when valid, 2 with one error line per problem.
+    """Check a spec; exit 0 when valid (a warning for each name pattern the size
+    outgrows), 2 with one error line per problem.
 
     Example: fabriclab validate my-cluster.yaml --trays 288
     """
-    s = summarize(load_cluster(spec, trays))
+    cluster = load_cluster(spec, trays)
+    warn(cluster.warnings)
+    s = summarize(cluster)
     if json_out:
         print_json({k: v for k, v in s.to_json().items() if k in VALIDATE_KEYS})
         return
@@ -83,7 +86,9 @@ def inspect(spec: str = SpecArg, trays: int | None = TraysOpt, json_out: bool = 
 
     Example: fabriclab inspect gb200-su --trays 288
     """
-    s = summarize(load_cluster(spec, trays))
+    cluster = load_cluster(spec, trays)
+    warn(cluster.warnings)
+    s = summarize(cluster)
     if json_out:
         print_json(s.to_json())
         return

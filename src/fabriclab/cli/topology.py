@@ -63,7 +63,8 @@ def topology(
         "--name",
         "-n",
         help="A running fabric ('fabriclab up'): its links, switches, trays and NVLink "
-        "faults as they are now (its ibnetdiscover and nvidia-smi answers).",
+        "faults as they are now (its ibnetdiscover and nvidia-smi answers), named as its "
+        "spec names them.",
     ),
     live_from: str | None = typer.Option(
         None, "--from", help="With --name: the tray ibnetdiscover runs on (default: the first up)."
@@ -97,7 +98,9 @@ def topology(
         from ..sim.run import admin
 
         shown = admin.request(live, {"op": "topology-inputs", "from": live_from})
-        views = topology_inputs.from_views(live, shown["ibnetdiscover"], shown["nvidia_smi"])
+        views = topology_inputs.from_views(
+            live, shown["ibnetdiscover"], shown["nvidia_smi"], shown.get("cluster")
+        )
     elif live_from is not None:
         raise InputError([Problem("--from", "goes with --name (a running fabric)")])
     text, report = topology_command(

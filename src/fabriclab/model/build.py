@@ -22,6 +22,7 @@ from .fabric import FabricError
 from .fat_tree import build_fat_tree
 from .guids import GuidAllocator
 from .lid_plan import assign_lids, check_lid_budget
+from .name_patterns import outgrown
 from .nvlink import nvlink_domains
 from .tiers import assign_tiers
 from .trays import hca_specs, make_trays
@@ -45,7 +46,7 @@ def build(spec: Spec) -> Cluster:
     assign_lids(assembly.fabric, spec.lids, assembly.trays)
     _check_addresses(assembly)
     domains = nvlink_domains(spec, assembly.trays)
-    return Cluster(
+    cluster = Cluster(
         spec.name,
         assembly.fabric,
         assembly.trays,
@@ -53,6 +54,8 @@ def build(spec: Spec) -> Cluster:
         spec.description,
         cold_start=spec.lids.power_on == "cold",
     )
+    cluster.warnings = outgrown(spec, cluster)
+    return cluster
 
 
 def _check_size(spec: Spec) -> int:

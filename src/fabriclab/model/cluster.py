@@ -130,6 +130,9 @@ class Cluster:
     domains: list[Domain]
     description: str = ""
     cold_start: bool = False  # served with no LIDs until an SM assigns them (spec lids.power_on)
+    # what the build says of the spec without refusing it: name patterns whose zero-padded
+    # field the size outgrows (name_patterns.outgrown); validate, inspect and up print them
+    warnings: list[Problem] = field(default_factory=list)
 
     def tray(self, host: str) -> Tray | None:
         """The tray of a host name, if there is one."""

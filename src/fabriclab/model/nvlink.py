@@ -85,6 +85,19 @@ def nvlink_domains(spec: Spec, trays: list[Tray]) -> list[Domain]:
     return domains
 
 
+def partition_names(domains: list[Domain]) -> dict[str, str]:
+    """``<ClusterUUID>.<CliqueId>`` (a partition as nvidia-smi shows it) -> the spec's name
+    for it: the domain's name for its default partition, ``<domain>-p<id>`` for a user
+    partition.  A spec's topology and a running fabric's both name blocks by it."""
+    out = {}
+    for domain in domains:
+        if domain.default_partition:
+            out[f"{domain.cluster_uuid}.{domain.clique}"] = domain.name
+        for partition in domain.partitions:
+            out[f"{domain.cluster_uuid}.{partition}"] = f"{domain.name}-p{partition}"
+    return out
+
+
 def _partition_gpus(text: str, by_host: dict[str, Tray], where: str) -> list[Gpu]:
     """The GPUs a partition's ``gpus`` names: hostlist terms, each all of its trays' GPUs
     or ``HOSTS:INDICES``."""

@@ -170,8 +170,13 @@ def expand(text: str) -> list[str]:
 def scale(text: str, count: int) -> str:
     """A hostlist of exactly ``count`` hosts that extends ``text`` by growing its first
     bracket, e.g. ``scale("gb-r[01-08]-t[01-18]", 8192)`` is
-    ``"gb-r[001-455]-t[01-18],gb-r456-t[01-02]"``.  This is how ``--trays N`` enlarges a
-    preset while keeping its naming scheme.
+    ``"gb-r[01-455]-t[01-18],gb-r456-t[01-02]"``.  This is how ``--trays N``
+    enlarges a preset while keeping its naming scheme: the bracket keeps its zero
+    padding, so every name that fits it stays as it was (``gb-r01-t01``) and a number
+    past it is as wide as it needs to be (``gb-r100-t01``), as Slurm reads
+    ``gb-r[01-455]``; the spec's other name patterns (``nvl72-r{n:02d}``) grow the same
+    way, so rack 100's trays and NVLink domain agree (``model.name_patterns.outgrown``
+    says where a field is outgrown).
     """
     if count < 1:
         raise HostlistError("tray count must be at least 1")
@@ -192,8 +197,6 @@ def scale(text: str, count: int) -> str:
     ranges: list[_Range] = parts[first]  # type: ignore[assignment]
     lo, width = ranges[0].lo, ranges[0].width
     last = lo + full + (1 if rest else 0) - 1
-    if width:
-        width = max(width, len(str(last)))
 
     def fmt(p) -> str:
         if isinstance(p, str):
@@ -209,8 +212,29 @@ def scale(text: str, count: int) -> str:
     if full:
         out.append(build(_Range(lo, lo + full - 1, width)))
     if rest:
-        out.extend(expand(build(_Range(last, last, width)))[:rest])
+        second = parts[brackets[1]] if len(brackets) == 2 else None
+        if isinstance(second, list) and len(second) == 1:  # one range: gb-r456-t[01-02]
+            head = second[0]
+            cut = [*parts[:first], [_Range(last, last, width)], *parts[first + 1 :]]
+            cut[brackets[1]] = [_Range(head.lo, head.lo + rest - 1, head.width)]
+            out.append("".join(fmt(p) for p in cut))
+        else:
+            out.extend(expand(build(_Range(last, last, width)))[:rest])
     return ",".join(out)
+
+
+def name_shape(text: str) -> tuple[str, list[int]]:
+    """The shape of the names a hostlist's first term makes: a regular expression (each
+    bracket a number, ``(\\d+)``) and each bracket's zero padding (0: none), e.g.
+    ``gb-r[01-113]-t[01-18]`` -> ``gb\\-r(\\d+)\\-t(\\d+)``, ``[2, 2]``."""
+    regex, widths = "", []
+    for part in _parse_term(split_terms(text.strip())[0]):
+        if isinstance(part, str):
+            regex += re.escape(part)
+        else:
+            regex += r"(\d+)"
+            widths.append(max(r.width for r in part))
+    return regex, widths
 
 
 def _fmt_range(r: _Range) -> str:

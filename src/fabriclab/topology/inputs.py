@@ -12,6 +12,7 @@ from ..inputs import path_kind, read_text
 from ..limits import MAX_HOSTS, NODES_FILE_BYTES_MAX
 from ..model.cluster import Cluster, find_port
 from ..model.fabric import Fabric, Node
+from ..model.nvlink import partition_names
 from ..spec import hostlist
 from .errors import InputsError, OptionError
 from .providers.infiniband import hosts_of
@@ -21,9 +22,10 @@ from .report import Report
 @dataclass
 class Inputs:
     """A fabric, the dumps it was read from (or rendered to), the nvidia-smi answers,
-    the hosts these know (in order), each host's GPU count, what could not be used, and
-    (from a spec) the name of each NVLink partition as nvidia-smi shows it
-    (``<ClusterUUID>.<CliqueId>``)."""
+    the hosts these know (in order), each host's GPU count, what could not be used,
+    (from a spec or a running fabric) the spec's name of each NVLink partition as
+    nvidia-smi shows it (``<ClusterUUID>.<CliqueId>``), and (from a running fabric) the
+    trays cabled to it, which its scan should reach."""
 
     fabric: Fabric
     dumps: list[str]  # ibnetdiscover text, as topograph would read it
@@ -32,6 +34,7 @@ class Inputs:
     gpus: dict[str, int] = field(default_factory=dict)
     report: Report = field(default_factory=Report)
     domain_names: dict[str, str] = field(default_factory=dict)
+    trays: list[str] = field(default_factory=list)
 
 
 def from_cluster(cluster: Cluster) -> Inputs:
@@ -48,20 +51,8 @@ def from_cluster(cluster: Cluster) -> Inputs:
         smi,
         [t.host for t in cluster.trays],
         {t.host: len(t.gpus) for t in cluster.trays},
-        domain_names=partition_names(cluster),
+        domain_names=partition_names(cluster.domains),
     )
-
-
-def partition_names(cluster: Cluster) -> dict[str, str]:
-    """``<ClusterUUID>.<CliqueId>`` -> the spec's name for it: the domain's name for its
-    default partition, ``<domain>-p<id>`` for a user partition."""
-    out = {}
-    for domain in cluster.domains:
-        if domain.default_partition:
-            out[f"{domain.cluster_uuid}.{domain.clique}"] = domain.name
-        for partition in domain.partitions:
-            out[f"{domain.cluster_uuid}.{partition}"] = f"{domain.name}-p{partition}"
-    return out
 
 
 def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
@@ -73,13 +64,29 @@ def from_files(ib_paths: list[str], smi_path: str | None) -> Inputs:
     return _joined(dumps, smi, report)
 
 
-def from_views(name: str, ib_text: str, smi_text: str) -> Inputs:
+def from_views(name: str, ib_text: str, smi_text: str, facts: dict | None = None) -> Inputs:
     """What the running fabric ``name`` shows now: its ibnetdiscover and its trays'
     pdsh-prefixed nvidia-smi answers (problems are named ``NAME.ibnetdiscover`` and
-    ``NAME.nvidia-smi``)."""
+    ``NAME.nvidia-smi``), with what it knows of its cluster (``facts``: ``domains``, the
+    spec's names of its NVLink partitions, and ``trays``, its cabled trays in the spec's
+    order), so that blocks are named and hosts ordered as from the spec it serves."""
     report = Report()
     dumps = [_dump(ib_text, f"{name}.ibnetdiscover", report)]
-    return _joined(dumps, nvidia_smi.parse_pdsh(smi_text, f"{name}.nvidia-smi"), report)
+    inputs = _joined(dumps, nvidia_smi.parse_pdsh(smi_text, f"{name}.nvidia-smi"), report)
+    facts = facts or {}
+    domains, trays = facts.get("domains") or {}, facts.get("trays") or []
+    if not (
+        isinstance(domains, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in domains.items())
+        and isinstance(trays, list)
+        and all(isinstance(t, str) for t in trays)
+    ):
+        raise InputsError("the fabric's answer about its cluster is malformed", where=name)
+    inputs.domain_names = dict(domains)
+    inputs.trays = list(trays)
+    known = set(trays)
+    inputs.hosts = list(trays) + [h for h in inputs.hosts if h not in known]
+    return inputs
 
 
 def _dump(text: str, source: str, report: Report) -> tuple[str, Fabric]:

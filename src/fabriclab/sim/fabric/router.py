@@ -6,6 +6,21 @@ passes them); every other packet needs both ends ACTIVE.  A switch drops a packe
 DLID has no forwarding entry (PortRcvSwitchRelayErrors on the port it came in), and a
 port that cannot send it counts PortXmitDiscards.
 
+PortRcvSwitchRelayErrors counts "packets received on the port that were discarded
+because they could not be forwarded by the switch relay" (IBA Vol. 1, 16.1.3.5,
+PortCounters; NVIDIA's UFM manual, "Supported Port Counters", quotes it).  A packet a
+switch sends itself from its port 0 (a Notice to its SM, an answer to a LID-routed
+request) was received on no port: with no entry for its DLID yet it is dropped where it
+starts, and no port counts it.  That is what a fresh subnet sends: OpenSM's LID manager
+resets the link of every CA port whose NeighborMTU or OperVLs it changes (PortState
+Down, opensm/osm_lid_mgr.c, "Sending Link Down ... due to op_vls or mtu change"), and
+the leaf at the other end sends trap 128 to the SM's LID before the SM has written any
+forwarding table (the ucast manager runs after the LID manager, osm_state_mgr.c); the SM
+learns of the change from SwitchInfo.PortStateChange on its next sweep instead.  ibsim
+counts such a Notice at port 0 (ibsim/sim_mad.c, lid_route_MAD from send_trap), but
+sends none while an SM configures the subnet: its PortInfo Set of PortState Down sends
+no trap (sim_mad.c, do_portinfo).
+
 Each function returns the ports the MAD crossed, as (egress, ingress) pairs, so that an
 answer travelling back the same way is counted without walking the route again.
 """
@@ -72,7 +87,8 @@ def lid_route(src: SimPort, dlid: int, smp: bool) -> tuple[SimPort | None, Hops]
             return (p0 if p0 is not None and p0.has_lid(dlid) else None), hops
         egress = node.port(out) if out != 0xFF else None
         if egress is None:
-            port.counters.add("PortRcvSwitchRelayErrors")
+            if port.num:  # received over a link (port 0 sends; it receives nothing)
+                port.counters.add("PortRcvSwitchRelayErrors")
             return None, hops
         port = _cross(egress, smp, hops)
     return None, hops

@@ -1,7 +1,8 @@
 """What the tools on a tray see of the running fabric now: its ``ibnetdiscover`` (links
 as they are: a link down is absent, a degraded one shows the width and speed it
 retrained at) and its GPUs' ``nvidia-smi`` answers (NVLink faults included), for
-``fabriclab topology --name N`` and ``fabriclab nvidia-smi``.
+``fabriclab topology --name N`` and ``fabriclab nvidia-smi``; and what the fabric knows
+of its cluster that no tool shows (its trays, the spec's names of its NVLink domains).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ...errors import InputError, Problem
 from ...formats import ibnetdiscover, nvidia_smi
 from ...ib.enums import PhysState, PortState
 from ...model.cluster import Cluster
+from ...model.nvlink import partition_names
 from ..fabric.state import SimFabric
 
 
@@ -89,3 +91,19 @@ def nvidia_smi_on(cluster: Cluster, host: str, args: list[str]) -> str:
     if not tray.gpus:
         raise InputError([Problem(host, "the tray has no GPUs")])
     return nvidia_smi.render(tray, [str(a) for a in args])
+
+
+def cluster_facts(cluster: Cluster) -> dict:
+    """What the fabric knows of its cluster beyond the tools' answers, so that
+    ``topology --name`` names and orders blocks as ``topology SPEC`` does: ``domains``,
+    each NVLink partition's name in the spec (``<ClusterUUID>.<CliqueId>`` ->
+    ``nvl72-r01``), and ``trays``, the trays cabled to the fabric, in the spec's order
+    (one the scan does not reach is a tray whose every link is down)."""
+    return {
+        "domains": partition_names(cluster.domains),
+        "trays": [
+            t.host
+            for t in cluster.trays
+            if any(p.peer is not None for hca in t.hcas for p in hca.iter_ports())
+        ],
+    }

@@ -312,12 +312,14 @@ class LiveFabric:
     def topology_inputs(self, where: str | None) -> dict:
         """What ``fabriclab topology`` reads of the fabric now: the ibnetdiscover of
         ``where`` (a tray; default: the first one with its link up) and every tray's
-        nvidia-smi answers, pdsh-prefixed."""
+        nvidia-smi answers, pdsh-prefixed; and what it knows of its cluster (its trays,
+        its NVLink domains' names)."""
         self.catch_up()
         cluster = self.resolver.cluster
         return {
             "ibnetdiscover": views.ibnetdiscover_now(cluster, self.sim, where),
             "nvidia_smi": views.nvidia_smi_pdsh(cluster),
+            "cluster": views.cluster_facts(cluster),
         }
 
     # --- the journal ------------------------------------------------------------------
