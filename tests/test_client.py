@@ -184,6 +184,18 @@ def test_a_trays_view_and_its_nvidia_smi(lab: Fabric) -> None:
     assert set(lab.stats()) >= {"mads", "answered"}
 
 
+def test_locate_names_a_port_with_its_lid_and_far_end(lab: Fabric) -> None:
+    found = lab.locate("LAB-IBLEAF-01[6]")
+    (leaf,) = found["nodes"]
+    assert (leaf["type"], leaf["name"], found["source"]) == ("switch", "LAB-IBLEAF-01", "fabric")
+    (port,) = leaf["ports"]
+    assert port["port"] == 6 and port["peer"] == "sched-worker2/mlx5_1[1]" and port["lid"] > 0
+    hcas = lab.locate("sched-worker1")["nodes"]
+    assert [n["hca"] for n in hcas] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    with pytest.raises(InputError):
+        lab.locate("LAB-IBLEAF-99")
+
+
 @pytest.mark.realtools
 def test_exec_runs_a_real_tool_on_a_tray(lab: Fabric, real_tools) -> None:
     r = lab.exec("sched-worker1", ["ibstat", "-l"])

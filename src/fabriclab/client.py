@@ -248,6 +248,13 @@ class Fabric:
         result: dict[str, Any] = self.request("tray", host=host)
         return result
 
+    def locate(self, name: str) -> dict[str, Any]:
+        """What ``fabriclab locate NAME --name`` shows: the nodes ``name`` names (a tray,
+        HOST/HCA, switch, description, GUID, NODE[PORT] or LID), each with its GUIDs and
+        the LIDs its SM has given now, and each port's far end."""
+        result: dict[str, Any] = self.request("locate", name=name)
+        return result
+
     def topology_inputs(self, from_tray: str | None = None) -> dict[str, str]:
         """What ``fabriclab topology --name`` reads now: ``ibnetdiscover`` (from
         ``from_tray``, default the first tray with a link up) and ``nvidia_smi``."""
