@@ -321,3 +321,25 @@ def test_nvlink_fault_is_journaled_and_takes_a_tray(live):
         assert [e["name"] for e in again.events.events] == ["NVLink fault cleared"]
     with pytest.raises(InputError, match="nvlink takes a tray, not a link"):
         live.fault("nvlink", f"{LEAF}[5]")
+
+
+def test_a_link_the_sm_disables_and_enables_is_logged_once(live):
+    """A PortInfo Set (ibportstate, an SM) that takes a link down or brings it back is an
+    event, as a fault's change is; a fault's own change is logged once."""
+    p = live.resolve(f"{LEAF}[5]").ports[0]
+    link = f"{LEAF}[5] -- sched-worker2/mlx5_0[1]"
+    live.links.disable_port(p)
+    live.links.disable_port(p)  # already down: nothing more to say
+    live.links.enable_port(p)
+    evs = [(e["name"], e["object_name"], e["description"]) for e in live.events.events]
+    assert evs == [
+        (
+            "Link went down",
+            link,
+            f"Link went down: {link} (by PortInfo Set (SM): {LEAF}[5] disabled)",
+        ),
+        ("Link is up", link, f"Link is up: {link} (by PortInfo Set (SM): {LEAF}[5] enabled)"),
+    ]
+    live.fault("down", f"{LEAF}[5]")
+    live.clear()
+    assert _names(live)[2:] == ["Link went down", "Link is up"]

@@ -2,9 +2,15 @@
 14.2.5.6): a port disabled takes its link down at both ends, a port enabled again
 trains its link, a port set Down retrains it.  Routes through the link are forgotten,
 and each switch whose port changed reports it (SwitchInfo.PortStateChange, trap 128).
+
+Whoever watches the links (:meth:`Links.watch`, the live fabric's event log) is told of
+every link that went down or came up, and why: a PortInfo Set (an SM, ``ibportstate``)
+or a fault.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ...ib.enums import PhysState, PortState
 from ...ib.mad.consts import TRAP_LINK_STATE_CHANGE
@@ -13,12 +19,31 @@ from .state import SimPort
 from .traps import Traps
 
 
+# why a link changed, as a watcher is told
+BY_SM = "sm"  # a PortInfo Set of PortPhysicalState (an SM, ibportstate)
+BY_FAULT = "fault"  # a fault failed or restored the cable (the fault book tells of it)
+
+# a watcher: (the end whose change it was, whether the link is up now, why)
+Watcher = Callable[[SimPort, bool, str], None]
+
+
 class Links:
     """Carries out the link changes the SMA is asked for (it is the SMA's ``events``)."""
 
     def __init__(self, router: Router, traps: Traps):
         self.router = router
         self.traps = traps
+        self._watchers: list[Watcher] = []
+
+    def watch(self, watcher: Watcher) -> None:
+        """Tell ``watcher`` of every link that goes down or comes up from now on."""
+        self._watchers.append(watcher)
+
+    def _tell(self, p: SimPort, was_up: bool, why: str) -> None:
+        """``p``'s link was ``was_up``; tell the watchers if that changed."""
+        if p.up != was_up:
+            for w in self._watchers:
+                w(p, p.up, why)
 
     def _changed(self, ports: list[SimPort]) -> None:
         self.router.forget(links=True)
@@ -33,6 +58,7 @@ class Links:
     def disable_port(self, p: SimPort) -> None:
         """PortPhysicalState Disabled: the link goes down at both ends."""
         peer = p.peer
+        was_up = p.up
         p.phys, p.state = PhysState.DISABLED, PortState.DOWN
         changed = [p]
         if peer is not None and peer.phys == PhysState.LINKUP:
@@ -42,10 +68,12 @@ class Links:
         if p.fabric_port.peer is not None:
             p.counters.add("LinkDownedCounter")
         self._changed(changed)
+        self._tell(p, was_up, BY_SM)
 
     def enable_port(self, p: SimPort) -> None:
         """Disabled -> Polling: if cabled to a port that is not disabled, the link trains
         and both ends come up in INIT."""
+        was_up = p.up
         p.phys, p.state = PhysState.POLLING, PortState.DOWN
         peer = p.peer
         changed = [p]
@@ -54,6 +82,7 @@ class Links:
                 q.phys, q.state = PhysState.LINKUP, PortState.INIT
             changed.append(peer)
         self._changed(changed)
+        self._tell(p, was_up, BY_SM)
 
     def retrain_port(self, p: SimPort) -> None:
         """PortState Down (an SM resetting a port): the link retrains and both ends come
@@ -84,6 +113,7 @@ class Links:
                 q.changed()
         else:
             self._changed(ends)
+            self._tell(p, was_up, BY_FAULT)
 
     def restore_link(self, p: SimPort) -> None:
         """The cable of ``p`` works again: unless an end is administratively disabled
@@ -97,6 +127,7 @@ class Links:
         for q in (p, peer):
             q.phys, q.state = PhysState.LINKUP, PortState.INIT
         self._changed([p, peer])
+        self._tell(p, False, BY_FAULT)
 
     def retrain_link(self, p: SimPort) -> None:
         """The link of ``p`` retrains (at another width or speed): both ends go back to

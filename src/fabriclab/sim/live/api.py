@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ...errors import InputError, Problem
 from ...model.cluster import Cluster
+from ..fabric.links import BY_SM
+from ..fabric.state import SimPort
 from ..host import views
 from . import events as ev_mod
 from . import journal, journal_doc, scenario_run
@@ -27,7 +29,7 @@ from .clock import VirtualClock
 from .events_memory import MemoryLog
 from .faults.book import FaultBook
 from .faults.options import KINDS, check_options
-from .faults.targets import LINK, SWITCH, TRAY, Resolver, Target
+from .faults.targets import LINK, SWITCH, TRAY, Resolver, Target, link_name, port_name
 from .scenario import Scenario
 from .traffic import commands as traffic_commands
 
@@ -70,6 +72,20 @@ class LiveFabric:
         self._last = clock.now()
         self._saved = 0.0
         self._wake_at = 0.0
+        self.links.watch(self._link_changed)
+
+    def _link_changed(self, p: SimPort, up: bool, why: str) -> None:
+        """A link went down or came up: logged here when an SM did it (a PortInfo Set,
+        e.g. ``ibportstate``); the fault book logs what faults do."""
+        if why != BY_SM:
+            return
+        name = link_name(p)
+        if up:
+            desc = f"Link is up: {name} (by PortInfo Set (SM): {port_name(p)} enabled)"
+            self.event(ev_mod.LINK_UP, name, desc)
+        else:
+            desc = f"Link went down: {name} (by PortInfo Set (SM): {port_name(p)} disabled)"
+            self.event(ev_mod.LINK_DOWN, name, desc)
 
     # --- plumbing the fault book uses -------------------------------------------------
 
