@@ -22,8 +22,8 @@ def sysfs(
         ..., metavar="DIR", help="The sys root to write (DIR/class/infiniband/...)."
     ),
     name: str = NameOpt,
-    period: float = typer.Option(
-        1.0, "--period", min=0.05, max=3600, help="Seconds between refreshes."
+    period: str = typer.Option(
+        "1s", "--period", help="Time between refreshes (1, 0.5, 500ms, 1m; 50ms to 1h)."
     ),
     once: bool = typer.Option(False, "--once", help="Write the tree once and stop."),
 ) -> None:
@@ -32,9 +32,11 @@ def sysfs(
 
     Example: fabriclab sysfs sched-worker1 /tmp/sw1-sys --once
     """
+    from ..sim.live.durations import seconds
     from ..sim.run import tools
 
-    n = tools.keep_sysfs(name, tray, directory, period, once=once)
+    every = seconds(period, "--period", 0.05, 3600)
+    n = tools.keep_sysfs(name, tray, directory, every, once=once)
     if not once:
         say(f"fabric {name!r} stopped; {directory} left as last written ({n} refreshes)")
 

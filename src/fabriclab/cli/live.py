@@ -142,10 +142,15 @@ FAULTS = {
     "flap": Verb(
         """Flap a link: down and up again, COUNT times, every PERIOD seconds.
 
-        Example: fabriclab fault flap LAB-IBLEAF-01[9] --period 2 --count 5""",
+        Example: fabriclab fault flap LAB-IBLEAF-01[9] --period 2s --count 5""",
         TARGET,
         {
-            "period": _opt(float, 2.0, "--period", "Seconds per flap (down half of it)."),
+            "period": _opt(
+                str,
+                "2s",
+                "--period",
+                "Each flap's length (2, 2.5, 2s, 500ms, 1m); down half of it.",
+            ),
             "count": _opt(int, 1, "--count", "How many flaps."),
         },
     ),
@@ -409,7 +414,9 @@ def scenario_list(
 @command(clock_app, "advance")
 def clock_advance(
     ctx: typer.Context,
-    seconds: float = typer.Argument(..., help="How far to move a virtual clock."),
+    seconds: str = typer.Argument(
+        ..., metavar="SECONDS", help="How far to move a virtual clock (30, 2.5, 500ms, 2m, 1h)."
+    ),
     name: str | None = SubNameOpt,
 ) -> None:
     """Move the fabric's virtual clock (up --virtual-clock) forward.

@@ -158,8 +158,10 @@ def serve_topology(
         help="Clients must send 'Authorization: Bearer TOKEN' (prefer the environment "
         "variable: a command line is visible to every local user).",
     ),
-    delay: float = typer.Option(
-        2.0, "--aggregation-delay", help="Seconds to wait for repeats of a request."
+    delay_text: str = typer.Option(
+        "2s",
+        "--aggregation-delay",
+        help="How long to wait for repeats of a request (2, 2s, 500ms; up to 1h).",
     ),
     trays: int | None = TraysOpt,
 ) -> None:
@@ -171,6 +173,7 @@ def serve_topology(
 
     Example: fabriclab serve-topology gb200-su --port 49021
     """
+    from ..sim.live.durations import seconds
     from ..topology import server
     from ..topology.command import given_inputs, local_provider
 
@@ -187,8 +190,7 @@ def serve_topology(
                 )
             ]
         )
-    if not 0 <= delay <= 3600:
-        raise InputError([Problem("--aggregation-delay", "must be 0 to 3600 seconds")])
+    delay = seconds(delay_text, "--aggregation-delay", 0, 3600)
     inputs = given_inputs(
         spec,
         [str(p) for p in ib_files or []],

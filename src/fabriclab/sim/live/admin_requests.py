@@ -10,6 +10,7 @@ from ...errors import InputError, Problem
 from ...model.fabric import Port
 from ...model.lookup import lookup
 from ..host import hostview
+from . import durations
 from .api import LiveFabric
 
 
@@ -35,10 +36,7 @@ def answer(live: LiveFabric, req: dict):
     if op == "scenarios":
         return live.scenarios_running()
     if op == "advance":
-        s = req.get("seconds")
-        if isinstance(s, bool) or not isinstance(s, (int, float)):
-            raise InputError([Problem("SECONDS", f"{s!r} is not a number of seconds")])
-        return {"now": live.advance(float(s))}
+        return {"now": live.advance(durations.seconds(req.get("seconds"), "SECONDS"))}
     if op == "clock":
         return {"now": live.clock.now(), "virtual": live.clock.virtual}
     if op == "nvidia-smi":

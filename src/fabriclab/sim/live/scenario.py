@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ...errors import FabriclabError, InputError, Problem
 from ...spec import yaml_guard
+from . import durations
 
 FAULT_VERBS = ("down", "up", "flap", "degrade", "errors", "drop", "nvlink", "clear")
 TRAFFIC_VERBS = ("send", "all-to-all", "ring", "stop")
@@ -48,24 +49,6 @@ _OPTIONS = {
     "clear": set(),
     "traffic": {"bytes", "rate"},
 }
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def seconds(value, where: str) -> float:
-    """A duration (``500ms``, ``10s``, ``2m``, ``1h`` or a number of seconds)."""
-    if isinstance(value, bool):
-        raise InputError([Problem(where, f"{value!r} is not a duration")])
-    if isinstance(value, (int, float)):
-        v = float(value)
-    else:
-        m = _DURATION.match(str(value)) if len(str(value)) < 40 else None
-        if not m:
-            raise InputError([Problem(where, f"{value!r} is not a duration (10s, 500ms, 2m)")])
-        v = float(m.group(1)) * _UNIT[m.group(2)]
-    if not 0 <= v <= 10 * 365 * 86400:
-        raise InputError([Problem(where, f"{value!r}: out of range")])
-    return v
 
 
 @dataclass
@@ -178,7 +161,7 @@ def _step(item, where, check) -> Step:
         raise InputError([Problem(where(), "a step is a mapping with at: and do:")])
     if "at" not in item or "do" not in item:
         raise InputError([Problem(where(), "a step needs at: and do:")])
-    at = seconds(item["at"], where("at"))
+    at = durations.seconds(item["at"], where("at"))
     words = _words(item["do"], where("do"))
     verb, args = words[0], words[1:]
     if verb not in FAULT_VERBS and verb != "traffic":
@@ -201,7 +184,7 @@ def _step(item, where, check) -> Step:
                 [Problem(where(k), f"{verb} takes no option {k!r} (options: {allowed})")]
             )
         if key == "period":
-            v = seconds(v, where(k))
+            v = durations.seconds(v, where(k))
         elif key == "gpus" and isinstance(v, int) and not isinstance(v, bool):
             v = [v]  # gpus: 3, one GPU
         options[key] = v

@@ -9,6 +9,7 @@ from ....errors import InputError, Problem
 from ....ib.caps import CAP2_IS_LINK_WIDTH_2X
 from ....ib.rates import SPEEDS, WIDTHS
 from ...fabric.state import SimPort
+from .. import durations
 from . import ber
 from .targets import LINK, PORT, TRAY, Target, port_name
 
@@ -36,10 +37,8 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
     if kind == "nvlink":
         out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
-        period = float(opts.get("period", 2.0))
+        period = durations.seconds(opts.get("period", 2.0), "--period", 0.001, 86400)
         count = int(opts.get("count", 1))
-        if not 0.001 <= period <= 86400:
-            raise bad("--period", f"{period:g} s: want 0.001 to 86400 seconds")
         if not 1 <= count <= 100000:
             raise bad("--count", f"{count}: want 1 to 100000 flaps")
         out = {"period": period, "count": count}
