@@ -74,16 +74,15 @@ def test_nvlink_fault_on_the_running_fabric(real_tools, tmp_path):
         ]
         assert [e["name"] for e in events] == ["NVLink fault"]
         assert events[0]["object_name"] == "sched-worker2"
-        # a second fault on the same GPUs is refused; a bad GPU is named
-        r = f.fabriclab("fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "1")
-        assert r.returncode == 2
-        assert r.stderr.strip() == (
-            "error: sched-worker2: already has an nvlink fault (id 1) on those GPUs"
-        )
+        # a second fault on the same GPUs stacks (its own id); a bad GPU is named
+        out = f.ok("fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "1")
+        assert out.strip() == "fault 2: nvlink sched-worker2 gpus=[1]"
         r = f.fabriclab("fault", "--name", n, "nvlink", "sched-worker2", "--gpus", "4")
         assert r.stderr.strip() == "error: --gpus: no GPU 4 on sched-worker2 (it has GPUs 0-3)"
 
         assert f.ok("fault", "--name", n, "clear", "1").strip() == "cleared 1 fault(s) 1"
+        assert f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY) != healthy
+        assert f.ok("fault", "--name", n, "clear", "2").strip() == "cleared 1 fault(s) 2"
         assert f.ok("nvidia-smi", "--name", n, "sched-worker2", "--", *QUERY) == healthy
         assert _blocks(f.ok("topology", "--name", n, "-e", "slurm-block")) == {
             "nvl8": "sched-worker[1-2]"

@@ -18,7 +18,6 @@ from .router import Router
 from .state import SimPort
 from .traps import Traps
 
-
 # why a link changed, as a watcher is told
 BY_SM = "sm"  # a PortInfo Set of PortPhysicalState (an SM, ibportstate)
 BY_FAULT = "fault"  # a fault failed or restored the cable (the fault book tells of it)

@@ -54,6 +54,9 @@ LINK_RETRAINED = Kind(9013, "Link retrained after errors", "Warning", "Hardware"
 # an NVLink fault is not an InfiniBand event: UFM has no id for it
 NVLINK_FAULT = Kind(9014, "NVLink fault", "Critical", "Hardware", "Computer")
 NVLINK_CLEARED = Kind(9015, "NVLink fault cleared", "Info", "Hardware", "Computer")
+# faults stack: a fault cleared (or added) while others still hold its target says so;
+# object_name is what it held (a link, a switch, a tray, a port)
+STILL_HELD = Kind(9016, "Still held by another fault", "Info", "Fabric Notification", "Link")
 
 KINDS = {
     k.event_type: k
@@ -75,6 +78,7 @@ KINDS = {
         LINK_RETRAINED,
         NVLINK_FAULT,
         NVLINK_CLEARED,
+        STILL_HELD,
     )
 }
 

@@ -14,7 +14,9 @@
   route enters a switch by an external port, so ``SWITCH[0]`` catches only LID-routed
   MADs, and naming the switch covers every port.
 
-Several faults may hold one link down; it comes back when the last lets go.
+Faults stack (:mod:`.stack`): each is its own entry with its own id, and what it does
+lasts until the last fault doing it lets go; when a fault clears and others still hold
+its target, the event log says which.
 
 This module keeps the faults in force and applies and clears each kind; their options
 are checked by :mod:`.options`, the ports changed by :mod:`.ports`, and
@@ -23,13 +25,13 @@ flaps and bit errors move with the clock in :mod:`.timeline`.
 
 from __future__ import annotations
 
-from ....ib.rates import SPEEDS, WIDTHS
 from ...fabric.state import SimPort
 from .. import events
 from . import ber
 from .fault import Fault
 from .options import bad
 from .ports import DropRule, PortFaults, end_key, link_ends
+from .stack import Stack, drop_ports, ids
 from .targets import SWITCH, TRAY, Target, link_name
 from .timeline import Timeline
 
@@ -45,41 +47,25 @@ class FaultBook:
         self.ports = PortFaults(live.links, live.drops)
         self.targets: dict[int, Target] = {}  # fault id -> what it was resolved to
         self.ends: dict[int, dict[int, ber.EndState]] = {}  # errors faults, by end
-        self.timeline = Timeline(self.faults, self.targets, self.ends, self.ports, live.event)
+        self.stack = Stack(self.faults, self.targets)
+        self.timeline = Timeline(
+            self.faults, self.targets, self.ends, self.ports, live.event, self.stack
+        )
 
     # --- injecting and clearing ----------------------------------------------------------
 
     def add(self, kind: str, target: Target, opts: dict, quiet: bool = False) -> Fault:
         """Inject a fault (its options already checked); ``quiet``: restoring a journal
-        (no counters, traps or events for what had already happened)."""
-        self._check_conflict(kind, target, opts)
+        (no counters, traps or events for what had already happened).  A fault on what
+        other faults already hold stacks on them (:mod:`.stack`)."""
+        if kind == "nvlink":
+            self._nvlink_gpus(target, opts.get("gpus"))
         f = Fault(self.next_id, kind, target.text, opts, self.live.clock.now())
         self.next_id += 1
         self.faults[f.id] = f
         self.targets[f.id] = target
         self._apply(f, target, quiet)
         return f
-
-    def _check_conflict(self, kind: str, target: Target, opts: dict | None = None) -> None:
-        if kind == "nvlink":
-            self._check_nvlink(target, (opts or {}).get("gpus"))
-            return
-        if kind not in ("degrade", "errors", "drop", "flap"):
-            return
-        mine = {id(p) for p in target.ports} | {id(p.peer) for p in target.ports if p.peer}
-        if kind == "drop":
-            mine = {id(p) for p in self._drop_ports(target)}
-        for f in self.faults.values():
-            if f.kind != kind:
-                continue
-            other = self.targets[f.id]
-            theirs = (
-                {id(p) for p in self._drop_ports(other)}
-                if kind == "drop"
-                else {id(p) for p in other.ports} | {id(p.peer) for p in other.ports if p.peer}
-            )
-            if mine & theirs:
-                raise bad(target.text, f"already has a {kind} fault (id {f.id}); clear it first")
 
     def _nvlink_gpus(self, target: Target, gpus: list[int] | None) -> list:
         """The GPUs an nvlink fault on ``target`` takes (checked: an InputError)."""
@@ -91,30 +77,12 @@ class FaultBook:
         missing = [i for i in gpus or () if i >= n]
         if missing:
             raise bad("--gpus", f"no GPU {missing[0]} on {target.text} (it has GPUs 0-{n - 1})")
-        return list(tray.gpus) if gpus is None else [tray.gpus[i] for i in gpus]
-
-    def _check_nvlink(self, target: Target, gpus: list[int] | None) -> None:
-        mine = {id(g) for g in self._nvlink_gpus(target, gpus)}
-        for f in self.faults.values():
-            if f.kind == "nvlink" and f.target == target.text:
-                theirs = {id(g) for g in self._nvlink_gpus(target, f.options["gpus"])}
-                if mine & theirs:
-                    raise bad(target.text, f"already has an nvlink fault (id {f.id}) on those GPUs")
-
-    def _nvlink_text(self, f: Fault) -> str:
-        gpus = f.options["gpus"]
-        return "every GPU" if gpus is None else "GPU " + ",".join(map(str, gpus))
-
-    def _drop_ports(self, target: Target) -> list[SimPort]:
-        if target.kind == SWITCH:
-            node = target.ports[0].node if target.ports else None
-            return [q for q in node.ports if q is not None] if node else []
-        return list(target.ports)
+        return list(range(n)) if gpus is None else list(gpus)
 
     def _apply(self, f: Fault, t: Target, quiet: bool) -> None:
         ev = self.live.event
         if f.kind == "down":
-            self._down(t, quiet)
+            self._down(f, t, quiet)
         elif f.kind == "nvlink":
             # the model's fault: nvidia-smi's fabric view and the NVLink domain feeds
             # (Slurm blocks, topograph) follow it (model/cluster.py)
@@ -123,51 +91,42 @@ class FaultBook:
                 ev(
                     events.NVLINK_FAULT,
                     t.text,
-                    f"NVLink fault on {t.text}: {self._nvlink_text(f)} out of the NVLink fabric",
+                    f"NVLink fault on {t.text}: {_gpus(f.options['gpus'])} out of the NVLink fabric",
                 )
         elif f.kind == "flap":
             f.progress = {"flaps": 0, "down": False, "next": f.since}
-            if quiet:  # restored: the phase it was in
-                pass
         elif f.kind == "degrade":
-            p = t.ports[0]
-            w = WIDTHS[f.options["width"]] if "width" in f.options else None
-            s = SPEEDS[f.options["speed"]] if "speed" in f.options else None
-            self.ports.retrain(p, w, s, quiet)
-            if not quiet:
-                if w:
-                    ev(
-                        events.NON_OPTIMAL_WIDTH,
-                        link_name(p),
-                        f"Link {link_name(p)} retrained at {w} (could be {p.fabric_port.width})",
-                    )
-                if s:
-                    ev(
-                        events.NON_OPTIMAL_SPEED,
-                        link_name(p),
-                        f"Link {link_name(p)} retrained at {s} (could be {p.fabric_port.speed})",
-                    )
+            self._retrain(f, t.ports[0], quiet, added=True)
         elif f.kind == "errors":
             p = t.ports[0]
             self.ends[f.id] = {end_key(q): ber.EndState.at(q) for q in link_ends(p)}
             f.progress = {"recoveries": 0}
             if not quiet:
+                before = [g for g in self.stack.on_link(p, ("errors",)) if g is not f]
+                also = (
+                    f" (in place of {ids(before[-1:])}'s {before[-1].options['ber']:g} while it lasts)"
+                    if before
+                    else ""
+                )
                 ev(
                     events.HIGH_BER,
                     link_name(p),
-                    f"Bit-error rate {f.options['ber']:g} on link {link_name(p)}",
+                    f"Bit-error rate {f.options['ber']:g} on link {link_name(p)}{also}",
                 )
         elif f.kind == "drop":
-            for q in self._drop_ports(t):
-                self.ports.set_loss(q, DropRule(f.options["rate"], f.options["seed"]))
+            ports = drop_ports(t)
+            before = [g for g in self.stack.dropping(ports) if g is not f]
+            for q in ports:
+                self.ports.set_loss(q, f.id, DropRule(f.options["rate"], f.options["seed"]))
             if not quiet:
+                also = f" (in place of {ids(before)} where they meet)" if before else ""
                 ev(
                     events.MAD_DROP,
                     t.text,
-                    f"{t.text} loses {f.options['rate']:g}% of the MADs it is asked to answer",
+                    f"{t.text} loses {f.options['rate']:g}% of the MADs it is asked to answer{also}",
                 )
 
-    def _down(self, t: Target, quiet: bool) -> None:
+    def _down(self, f: Fault, t: Target, quiet: bool) -> None:
         ev = self.live.event
         went = [p for p, _ in t.links if self.ports.hold(p, quiet)]
         if t.kind == SWITCH:
@@ -178,70 +137,184 @@ class FaultBook:
             self.ports.set_dead(t.ports, True)
         if quiet:
             return
+        others = [g for g in self.stack.same_whole(t) if g is not f]
+        also = f"; already held down by {ids(others)}" if others else ""
         if t.kind == SWITCH:
-            ev(events.SWITCH_DOWN, t.text, f"Switch {t.text} is down ({len(went)} links went down)")
+            ev(
+                events.SWITCH_DOWN,
+                t.text,
+                f"Switch {t.text} is down ({len(went)} links went down{also})",
+            )
         elif t.kind == TRAY:
-            ev(events.TRAY_DOWN, t.text, f"Computer {t.text} is down (all its HCAs)")
+            ev(events.TRAY_DOWN, t.text, f"Computer {t.text} is down (all its HCAs{also})")
+        elif not went:
+            p = t.ports[0]
+            held = [g for g in self.stack.holding(p) if g is not f]
+            why = f"already held down by {ids(held)}" if held else "it was already down"
+            ev(
+                events.STILL_HELD,
+                link_name(p),
+                f"Link {link_name(p)}: fault {f.id} holds it down too ({why})",
+            )
         for p in went:
             ev(events.LINK_DOWN, link_name(p), f"Link went down: {link_name(p)}")
 
-    def _up(self, t: Target) -> None:
+    def _up(self, f: Fault, t: Target) -> None:
+        """Down fault ``f`` (out of the book) lets go of ``t``: what no other fault holds
+        comes back; the events say what still holds the rest."""
         ev = self.live.event
         came = [p for p, _ in t.links if self.ports.release(p)]
+        kept = [(p, self.stack.holding(p)) for p, _ in t.links if p.held]
         if t.kind == SWITCH:
             node = t.ports[0].node if t.ports else None
             if node is not None:
                 self.ports.set_dead([q for q in node.ports if q is not None], False)
-            ev(events.SWITCH_UP, t.text, f"Switch {t.text} is up")
         elif t.kind == TRAY:
             self.ports.set_dead(t.ports, False)
-            ev(events.TRAY_UP, t.text, f"Computer {t.text} is up")
+        if t.kind in (SWITCH, TRAY):
+            noun, up = (
+                ("Switch", events.SWITCH_UP) if t.kind == SWITCH else ("Computer", events.TRAY_UP)
+            )
+            whole = self.stack.same_whole(t)
+            if whole:
+                ev(
+                    events.STILL_HELD,
+                    t.text,
+                    f"{noun} {t.text} still down: held by {ids(whole)} (fault {f.id} cleared)",
+                )
+            else:
+                still = "; ".join(f"{link_name(p)} ({ids(h)})" for p, h in kept)
+                ev(
+                    up,
+                    t.text,
+                    f"{noun} {t.text} is up" + (f"; still down: {still}" if still else ""),
+                )
+        elif kept:
+            p, held = kept[0]
+            ev(
+                events.STILL_HELD,
+                link_name(p),
+                f"Link {link_name(p)} still down: held by {ids(held)} (fault {f.id} cleared)",
+            )
         for p in came:
             ev(events.LINK_UP, link_name(p), f"Link is up: {link_name(p)}")
 
+    def _retrain(self, f: Fault, p: SimPort, quiet: bool, added: bool) -> None:
+        """The link of ``p`` trains as the degrade faults in force say (the narrowest and
+        slowest), now that ``f`` was ``added`` (or cleared); the events say how."""
+        w, s, in_force = self.stack.degraded(p)
+        changed_w, changed_s = w != p.width_trained, s != p.speed_trained
+        if changed_w or changed_s:
+            self.ports.retrain(p, w, s, quiet)
+        if quiet:
+            return
+        ev, name, m = self.live.event, link_name(p), p.fabric_port
+        now = f"{w or m.width} {s or m.speed}"
+        if not in_force:
+            ev(events.LINK_OPTIMAL, name, f"Link {name} retrained at {now}")
+            return
+        if changed_w and w:
+            ev(events.NON_OPTIMAL_WIDTH, name, f"Link {name} retrained at {w} (could be {m.width})")
+        if changed_s and s:
+            ev(events.NON_OPTIMAL_SPEED, name, f"Link {name} retrained at {s} (could be {m.speed})")
+        others = [g for g in in_force if g is not f]
+        if (changed_w and not w) or (changed_s and not s):
+            ev(
+                events.LINK_OPTIMAL,
+                name,
+                f"Link {name} retrained at {now}; still degraded by {ids(others)}",
+            )
+        elif not (changed_w or changed_s):
+            what = f"fault {f.id} added" if added else f"fault {f.id} cleared"
+            ev(
+                events.STILL_HELD,
+                name,
+                f"Link {name} stays at {now}: held there by {ids(others)} ({what})",
+            )
+
     def clear(self, f: Fault) -> None:
-        """End fault ``f``: the fabric goes back to what it would be without it."""
+        """End fault ``f``: the fabric goes back to what it would be without it (and
+        with the other faults in force)."""
         self.faults.pop(f.id, None)
         t = self.targets.pop(f.id)
         ev = self.live.event
         if f.kind == "down":
-            self._up(t)
+            self._up(f, t)
         elif f.kind == "nvlink":
-            cluster = self.live.resolver.cluster
-            cluster.nvlink_clear(t.text, f.options["gpus"])
-            # GPUs another nvlink fault still holds stay faulted
-            for g in self.faults.values():
-                if g.kind == "nvlink" and g.target == t.text:
-                    cluster.nvlink_fault(t.text, g.options["gpus"])
-            ev(
-                events.NVLINK_CLEARED,
-                t.text,
-                f"NVLink fault on {t.text} cleared: {self._nvlink_text(f)} back",
-            )
+            self._nvlink_clear(f, t)
         elif f.kind == "flap":
             if f.progress.get("down"):
                 p = t.ports[0]
                 if self.ports.release(p):
                     ev(events.LINK_UP, link_name(p), f"Link is up: {link_name(p)}")
+                elif p.held:
+                    ev(
+                        events.STILL_HELD,
+                        link_name(p),
+                        f"Link {link_name(p)} still down: held by {ids(self.stack.holding(p))} "
+                        f"(fault {f.id} cleared)",
+                    )
         elif f.kind == "degrade":
-            p = t.ports[0]
-            self.ports.retrain(p, None, None, False)
-            ev(
-                events.LINK_OPTIMAL,
-                link_name(p),
-                f"Link {link_name(p)} retrained at {p.fabric_port.width} {p.fabric_port.speed}",
-            )
+            self._retrain(f, t.ports[0], False, added=False)
         elif f.kind == "errors":
             self.ends.pop(f.id, None)
-            ev(
-                events.BER_CLEARED,
-                link_name(t.ports[0]),
-                f"Bit-error rate on link {link_name(t.ports[0])} back to normal",
-            )
+            p = t.ports[0]
+            now = self.stack.latest(p, "errors")
+            if now is not None:
+                ev(
+                    events.HIGH_BER,
+                    link_name(p),
+                    f"Bit-error rate on link {link_name(p)} back to {now.options['ber']:g} "
+                    f"(fault {now.id}; fault {f.id} cleared)",
+                )
+            else:
+                ev(
+                    events.BER_CLEARED,
+                    link_name(p),
+                    f"Bit-error rate on link {link_name(p)} back to normal",
+                )
         elif f.kind == "drop":
-            for q in self._drop_ports(t):
-                self.ports.set_loss(q, None)
-            ev(events.MAD_DROP_CLEARED, t.text, f"{t.text} answers every MAD again")
+            ports = drop_ports(t)
+            for q in ports:
+                self.ports.set_loss(q, f.id, None)
+            still = self.stack.dropping(ports)
+            if still:
+                ev(
+                    events.STILL_HELD,
+                    t.text,
+                    f"{t.text} still loses MADs: {ids(still)} (fault {f.id} cleared)",
+                )
+            else:
+                ev(events.MAD_DROP_CLEARED, t.text, f"{t.text} answers every MAD again")
+
+    def _nvlink_clear(self, f: Fault, t: Target) -> None:
+        cluster = self.live.resolver.cluster
+        cluster.nvlink_clear(t.text, f.options["gpus"])
+        mine = self._nvlink_gpus(t, f.options["gpus"])
+        held: dict[int, list[Fault]] = {}
+        # GPUs another nvlink fault still holds stay faulted
+        for g in self.faults.values():
+            if g.kind == "nvlink" and g.target == t.text:
+                cluster.nvlink_fault(t.text, g.options["gpus"])
+                for i in set(mine) & set(self._nvlink_gpus(t, g.options["gpus"])):
+                    held.setdefault(i, []).append(g)
+        back = [i for i in mine if i not in held]
+        still = "; ".join(f"GPU {i} ({ids(held[i])})" for i in sorted(held))
+        ev = self.live.event
+        if back:
+            text = _gpus(f.options["gpus"]) if not held else _gpus(back)
+            ev(
+                events.NVLINK_CLEARED,
+                t.text,
+                f"NVLink fault on {t.text} cleared: {text} back"
+                + (f"; still out: {still}" if still else ""),
+            )
+        else:
+            ev(
+                events.STILL_HELD,
+                t.text,
+                f"NVLink fault {f.id} on {t.text} cleared; still out: {still}",
+            )
 
     # --- time (:mod:`.timeline`) --------------------------------------------------
 
@@ -254,6 +327,10 @@ class FaultBook:
         self.timeline.run_due(now)
 
     def accrue(self, seconds: float) -> bool:
-        """``seconds`` of bit errors on every link with an ``errors`` fault; whether a
-        counter moved."""
+        """``seconds`` of bit errors on every link with an ``errors`` fault (the latest
+        on each link); whether a counter moved."""
         return self.timeline.accrue(seconds)
+
+
+def _gpus(gpus: list[int] | None) -> str:
+    return "every GPU" if gpus is None else "GPU " + ",".join(map(str, gpus))

@@ -1,6 +1,7 @@
 """Where a fault changes a port: links held down and let go (several faults may hold one
 link; it comes back when the last lets go), ports that answer no MAD, ports that lose a
-share of their MADs, and links retrained at a lower width or speed.
+share of their MADs (the latest fault's share), and links retrained at a lower width or
+speed.
 
 The changes go through :class:`...fabric.links.Links` (PortInfo, trap 128) and the MAD
 path's drop rules (:mod:`...wire.dispatch`'s ``drops``, one callable per port).
@@ -51,7 +52,7 @@ class PortFaults:
         self.links = links
         self.drops = drops
         self._dead: dict[SimPort, int] = {}  # ports that answer nothing (switch/tray down)
-        self._rules: dict[SimPort, DropRule] = {}
+        self._rules: dict[SimPort, dict[int, DropRule]] = {}  # port -> fault id -> rule
 
     # --- link holding ------------------------------------------------------------------
 
@@ -103,12 +104,16 @@ class PortFaults:
                 self._dead.pop(q, None)
             self._refresh_drop(q)
 
-    def set_loss(self, q: SimPort, rule: DropRule | None) -> None:
-        """``q`` loses MADs as ``rule`` says (None: it loses none)."""
+    def set_loss(self, q: SimPort, fault_id: int, rule: DropRule | None) -> None:
+        """Fault ``fault_id`` makes ``q`` lose MADs as ``rule`` says (None: that fault
+        lets go); the latest fault's rule applies."""
+        rules = self._rules.setdefault(q, {})
         if rule is None:
-            self._rules.pop(q, None)
+            rules.pop(fault_id, None)
         else:
-            self._rules[q] = rule
+            rules[fault_id] = rule
+        if not rules:
+            del self._rules[q]
         self._refresh_drop(q)
 
     def _refresh_drop(self, q: SimPort) -> None:
@@ -116,6 +121,7 @@ class PortFaults:
         if q in self._dead:
             drops[q] = _always
         elif q in self._rules:
-            drops[q] = self._rules[q]
+            rules = self._rules[q]
+            drops[q] = rules[max(rules)]
         else:
             drops.pop(q, None)

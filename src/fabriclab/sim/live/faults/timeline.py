@@ -12,6 +12,7 @@ from .. import events
 from . import ber
 from .fault import Fault
 from .ports import PortFaults, end_key, link_ends
+from .stack import Stack, ids
 from .targets import Target, link_name, port_name
 
 
@@ -27,9 +28,10 @@ class Timeline:
         ends: dict[int, dict[int, ber.EndState]],
         ports: PortFaults,
         event: Callable,
+        stack: Stack,
     ):
         self.faults, self.targets, self.ends = faults, targets, ends
-        self.ports, self.event = ports, event
+        self.ports, self.event, self.stack = ports, event, stack
 
     def next_due(self) -> float | None:
         """When a flap next changes a link (clock seconds), if one will."""
@@ -70,6 +72,13 @@ class Timeline:
                 link_name(p),
                 f"Link is up: {link_name(p)} (flap {pr['flaps']} of {f.options['count']})",
             )
+        elif p.held:
+            ev(
+                events.STILL_HELD,
+                link_name(p),
+                f"Link {link_name(p)} stays down: held by {ids(self.stack.holding(p))} "
+                f"(flap {pr['flaps']} of {f.options['count']})",
+            )
         if pr["flaps"] >= f.options["count"]:
             self.faults.pop(f.id, None)  # done: the link is as it was
             self.targets.pop(f.id, None)
@@ -77,8 +86,9 @@ class Timeline:
             pr["next"] += half
 
     def accrue(self, seconds: float) -> bool:
-        """``seconds`` of bit errors on every link with an ``errors`` fault; whether a
-        counter moved."""
+        """``seconds`` of bit errors on every link with an ``errors`` fault, at the rate
+        of the latest on each link (the others only keep count of the data received, to
+        take over from there); whether a counter moved."""
         moved = False
         for f in list(self.faults.values()):
             if f.kind != "errors":
@@ -87,6 +97,10 @@ class Timeline:
             ends = self.ends.setdefault(
                 f.id, {end_key(q): ber.EndState.at(q) for q in link_ends(p)}
             )
+            if self.stack.latest(p, "errors") is not f:
+                for q in link_ends(p):
+                    ber.step(q, ends[end_key(q)], 0.0, seconds)
+                continue
             recov = 0
             for q in link_ends(p):
                 end = ends[end_key(q)]
