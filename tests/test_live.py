@@ -253,12 +253,12 @@ def test_traffic_moves_receive_errors_and_slows_on_a_degraded_link(routed):
     bits = c["PortRcvData"] * 32
     assert c["PortRcvErrors"] == int(bits * 1e-9)
     assert 200 < c["PortRcvErrors"] < 300
-    [f] = live.traffic_request("list", [], {})
+    [f] = live.traffic_request("list", [], {})["flows"]
     assert f["rate"] == pytest.approx(25e9)
     # a link retrained at 1x carries a quarter: the flow slows to what 1x NDR carries
     live.fault("degrade", "sched-worker2/mlx5_0[1]", width="1x")
     live.advance(1)
-    [f] = live.traffic_request("list", [], {})
+    [f] = live.traffic_request("list", [], {})["flows"]
     assert f["rate"] < 12.5e9
 
 
@@ -278,7 +278,7 @@ def test_traffic_commands_check_their_words(routed):
     r = live.traffic_request("all-to-all", ["sched-worker[1-2]"], {"bytes": "1Mi"})
     assert r["count"] == 2
     live.advance(1)
-    assert all(f["state"] == "done" for f in live.traffic_request("list", [], {}))
+    assert all(f["state"] == "done" for f in live.traffic_request("list", [], {})["flows"])
 
 
 def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):

@@ -46,7 +46,7 @@ _OPTIONS = {
     "drop": {"rate", "seed"},
     "nvlink": {"gpus"},
     "clear": set(),
-    "traffic": {"bytes", "rate"},
+    "traffic": {"bytes", "rate", "timeout", "retry_count"},
 }
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

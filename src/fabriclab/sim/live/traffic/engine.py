@@ -209,10 +209,9 @@ class TrafficEngine:
                 if end != DELIVERED:
                     where = snap.ports[at].ref() if at >= 0 else "?"  # type: ignore[union-attr]
                     dropped = f"{ENDS[end]} at {where}"
-                    reason = retry.reason(snap, end, at, int(f.dst[i]))
+                    reason = retry.reason(snap, end, at, int(f.src[i]), int(f.dst[i]))
             elif state == FAILED:
-                why = retry.reason(snap, int(f.why_end[i]), int(f.why_at[i]), int(f.dst[i]))
-                reason = f"retry count exceeded: {why}"
+                reason = f.why.get(i)
             size, limit = int(f.size[i]), float(f.limit[i])
             out.append(
                 Flow(
@@ -408,7 +407,7 @@ class TrafficEngine:
             assert self._x is not None
             self._counts.count(self._snapshot(), r, self._x, send, pk, wd)
         if spent.any():
-            retry.fail(f, r, idx[spent])
+            retry.fail(f, self._snapshot(), r, idx[spent])
 
     def _step(self, run: np.ndarray, dt: float, ends: np.ndarray | None) -> None:
         """``dt`` seconds of the running flows at their rates; ``ends`` finish."""

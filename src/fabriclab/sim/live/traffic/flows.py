@@ -8,8 +8,8 @@ reached the destination, ``sent`` the most payload put on the wire so far (a res
 is not counted again: never past ``size``), ``frac`` the fraction of a byte carried to
 the next step.  A flow with nowhere to go is ``retrying`` (:mod:`.retry`):
 ``timeout``/``retries`` are its queue pair's attributes, ``since`` when it lost its
-route, ``tries`` the sends counted since; a flow that ``failed`` keeps how its packets
-ended (``why_end`` and ``why_at``, as :class:`...fabric.datapaths.Routes` has them).
+route, ``tries`` the sends counted since; a flow that ``failed`` keeps its reason in
+``why`` (by table index).
 """
 
 from __future__ import annotations
@@ -79,8 +79,6 @@ class FlowTable:
         "retries": (np.int8, NCCL_RETRY_CNT),
         "since": (np.float64, 0.0),
         "tries": (np.int16, 0),
-        "why_end": (np.int8, 0),
-        "why_at": (np.int64, -1),
     }
 
     # the arrays FIELDS lists, declared for the type checker (made in __init__)
@@ -97,12 +95,11 @@ class FlowTable:
     retries: np.ndarray
     since: np.ndarray
     tries: np.ndarray
-    why_end: np.ndarray
-    why_at: np.ndarray
 
     def __init__(self) -> None:
         self.n = 0
         self.cap = 0
+        self.why: dict[int, str] = {}  # a failed flow's reason
         for name, (dt, _) in self.FIELDS.items():
             setattr(self, name, np.zeros(0, dtype=dt))
 

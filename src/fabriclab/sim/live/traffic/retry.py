@@ -81,30 +81,41 @@ def sends(f: FlowTable, idx: np.ndarray, new: np.ndarray, mtu: np.ndarray):
     return new, new * (-(-b // 4) + HEADER_WORDS)
 
 
-def fail(f: FlowTable, r: Routes, idx: np.ndarray) -> None:
-    """Flows ``idx`` spent their retry count: failed, keeping how their packets ended."""
+def fail(f: FlowTable, snap: Snapshot, r: Routes, idx: np.ndarray) -> None:
+    """Flows ``idx`` spent their retry count: failed, keeping the reason as it is now."""
     f.state[idx] = FAILED
     f.rate[idx] = 0.0
-    f.why_end[idx] = r.end[idx]
-    f.why_at[idx] = r.at[idx]
+    for i in idx.tolist():
+        why = reason(snap, int(r.end[i]), int(r.at[i]), int(f.src[i]), int(f.dst[i]))
+        f.why[i] = f"retry count exceeded: {why}"
 
 
 def _name(p: SimPort | None) -> str:
     if p is None:
         return "?"
     n = p.node.fabric_node
-    return f"{n.name}[{p.num}]" if p.node.is_switch else n.name
+    return f"{n.name}[{p.num}]" if p.node.is_switch else str(n.name)
 
 
-def reason(snap: Snapshot, end: int, at: int, dst: int) -> str:
-    """Why a flow's packets go nowhere, in words: ``link LEAF[5] is down``, ..."""
+def _link(port: SimPort | None) -> str:
+    """A link by its switch end, as fault targets name it."""
+    peer = port.peer if port is not None else None
+    if port is not None and not port.node.is_switch and peer is not None:
+        port = peer
+    return f"link {_name(port)} is down"
+
+
+def reason(snap: Snapshot, end: int, at: int, src: int, dst: int) -> str:
+    """Why a flow from flat port ``src`` to ``dst`` whose packets end as ``end`` at
+    ``at`` goes nowhere, in words: ``link LEAF-01[5] is down``, ..."""
     port = snap.ports[at] if at >= 0 else None
     if end == DISCARDED:
-        # name the link by its switch end, as fault targets do
-        peer = port.peer if port is not None else None
-        if port is not None and not port.node.is_switch and peer is not None:
-            port = peer
-        return f"link {_name(port)} is down"
+        return _link(port)
+    if end not in (CONSTRAINT, XMIT_CONSTRAINT, PKEY):
+        # the SM routes no LID to a port whose link is down: say so rather than where
+        for p in (dst, src):
+            if not snap.link_ok[p]:
+                return _link(snap.ports[p])
     if end == RELAY:
         lid = int(snap.lid[dst])
         return f"destination unreachable: no forwarding entry for LID {lid} at {_name(port)}"
