@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....ib.enums import PhysState, PortState
 from ....ib.packets import HEADER_WORDS
 from ....ib.transport import TIMEOUT_UNIT_S
 from ...fabric.datapaths import (
@@ -98,10 +99,15 @@ def _name(p: SimPort | None) -> str:
 
 
 def _link(port: SimPort | None) -> str:
-    """A link by its switch end, as fault targets name it."""
+    """A link that carries no data, by its switch end (as fault targets name it): down,
+    or up and not yet ACTIVE (no subnet manager has brought it up)."""
     peer = port.peer if port is not None else None
     if port is not None and not port.node.is_switch and peer is not None:
-        port = peer
+        port, peer = peer, port
+    ends = [p for p in (port, peer) if p is not None]
+    if ends and all(p.phys == PhysState.LINKUP for p in ends):
+        worst = min(PortState(p.state) for p in ends)
+        return f"link {_name(port)} is {worst.name}, not ACTIVE"
     return f"link {_name(port)} is down"
 
 
