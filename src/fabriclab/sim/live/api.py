@@ -290,6 +290,7 @@ class LiveFabric:
         verb, ports, size, rate, qp = self.check_traffic([verb, *args], options)
         eng = self.traffic
         self.catch_up()
+        eng.advance()  # routes as the fabric is now (an SM may have moved them)
         if verb == "list":
             return traffic_commands.listing(eng, ports)
         if verb == "stop":
