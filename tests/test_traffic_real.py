@@ -27,7 +27,9 @@ def test_a_flow_to_a_downed_port_retries_then_fails_with_the_reason(real_tools, 
         f.swept_after_trap(leaf.lid, since=log_before)  # OpenSM routed the LID away
         r = f.fabriclab("traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2")
         assert r.returncode == 2 and "want one of --bytes N or --rate R" in r.stderr
-        f.ok("traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "1Gi")
+        f.ok(
+            "traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "1Gi"
+        )
         f.ok("clock", "--name", f.name, "advance", "20")
         text = f.ok("traffic", "--name", f.name, "list")
         assert text.splitlines()[0] == "1 flow(s): 1 retrying"
@@ -56,7 +58,9 @@ def test_a_flow_to_a_downed_port_retries_then_fails_with_the_reason(real_tools, 
         assert (flow["id"], flow["timeout"], flow["retry_count"]) == (2, 14, 3)
         assert f.ok("traffic", "--name", f.name, "stop") == "stop: 1 flow(s) 2\n"
         # a retrying flow whose route comes back runs again
-        f.ok("traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "1Mi")
+        f.ok(
+            "traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "1Mi"
+        )
         assert _list(f, "--id", "3")["flows"][0]["state"] == "retrying"
         f.ok("fault", "--name", f.name, "up", f"{LEAF}[5]")
         wait_for(
@@ -71,7 +75,9 @@ def test_a_flow_to_a_downed_port_retries_then_fails_with_the_reason(real_tools, 
 def test_traffic_list_summary_filters_and_json(real_tools, tmp_path):
     with fabric_up("lab", tmp_path, sm=True, extra=["--virtual-clock"]) as f:
         f.ok("traffic", "--name", f.name, "all-to-all", "sched-worker[1-2]", "--rate", "1GB/s")
-        f.ok("traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "4Ki")
+        f.ok(
+            "traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "4Ki"
+        )
         f.ok("clock", "--name", f.name, "advance", "1")
         lines = f.ok("traffic", "--name", f.name, "list").splitlines()
         assert lines[0] == "3 flow(s): 2 running, 1 done"
