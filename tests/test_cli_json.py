@@ -107,3 +107,33 @@ def test_the_running_fabric_listings(tmp_path):
         path = event_log.events_path(Path(f.env["FABRICLAB_STATE_DIR"]), f.name)
         kept = [json.loads(line) for line in path.read_text().splitlines()]
         assert [json.loads(line) for line in lines] == kept and len(kept) >= 3
+        # traffic list --json: the summary of the flows picked, the first 20, how many more
+        f.ok("traffic", "--name", f.name, "send", "sched-worker1", "sched-worker2", "--bytes", "1")
+        doc = _json("traffic", "--name", f.name, "list", "--json", env=f.env)
+        assert doc == {
+            "summary": {
+                "flows": 1,
+                "states": {"running": 0, "done": 0, "stopped": 0, "retrying": 1, "failed": 0},
+                "sent": 1,
+                "delivered": 0,
+                "rate": 0.0,
+            },
+            "flows": [
+                {
+                    "id": 1,
+                    "from": "sched-worker1/mlx5_0",
+                    "to": "sched-worker2/mlx5_0",
+                    "rate": 0.0,
+                    "sent": 1,
+                    "delivered": 0,
+                    "size": 1,
+                    "limit": None,
+                    "state": "retrying",
+                    "dropped": doc["flows"][0]["dropped"],
+                    "reason": "link LAB-IBLEAF-01[1] is INIT, not ACTIVE",  # no SM here
+                    "timeout": 20,
+                    "retry_count": 7,
+                }
+            ],
+            "more": 0,
+        }

@@ -141,7 +141,19 @@ def test_traffic_starts_lists_and_stops(lab: Fabric) -> None:
     ring = lab.traffic("ring", "sched-worker[1-2]", rate="10Gb/s")
     assert ring["count"] == 2
     assert lab.stop(fid) == {"verb": "stop", "ids": [fid], "count": 1}
-    lab.stop()
+    assert lab.stop(fid)["count"] == 0  # already stopped
+    # (no SM here: no link is ACTIVE, so every flow retries)
+    assert [f["id"] for f in lab.flows(state="retrying")] == ring["ids"]
+    assert [f["id"] for f in lab.flows(src="sched-worker2", state="running,retrying")] == [
+        ring["ids"][1]
+    ]
+    assert [f["id"] for f in lab.flows(limit=1)] == [fid]
+    assert lab.flows(id=fid)[0]["state"] == "stopped"
+    summary = lab.flow_summary()
+    assert summary["flows"] == 3 and summary["states"]["stopped"] == 1
+    assert summary["states"]["retrying"] == 2
+    assert set(summary) == {"flows", "states", "sent", "delivered", "rate"}
+    assert lab.stop() == {"verb": "stop", "ids": ring["ids"], "count": 2}
     assert all(f["state"] != "running" for f in lab.flows())
 
 

@@ -249,12 +249,12 @@ def test_traffic_moves_receive_errors_and_slows_on_a_degraded_link(routed):
     bits = c["PortRcvData"] * 32
     assert c["PortRcvErrors"] == int(bits * 1e-9)
     assert 200 < c["PortRcvErrors"] < 300
-    [f] = live.traffic_request("list", [], {})
+    [f] = live.traffic_request("list", [], {})["flows"]
     assert f["rate"] == pytest.approx(25e9)
     # a link retrained at 1x carries a quarter: the flow slows to what 1x NDR carries
     live.fault("degrade", "sched-worker2/mlx5_0[1]", width="1x")
     live.advance(1)
-    [f] = live.traffic_request("list", [], {})
+    [f] = live.traffic_request("list", [], {})["flows"]
     assert f["rate"] < 12.5e9
 
 
@@ -274,7 +274,62 @@ def test_traffic_commands_check_their_words(routed):
     r = live.traffic_request("all-to-all", ["sched-worker[1-2]"], {"bytes": "1Mi"})
     assert r["count"] == 2
     live.advance(1)
-    assert all(f["state"] == "done" for f in live.traffic_request("list", [], {}))
+    assert all(f["state"] == "done" for f in live.traffic_request("list", [], {})["flows"])
+
+
+def test_traffic_steps_and_requests_take_the_queue_pair_attributes(routed):
+    live = routed
+    live.fault("down", "sched-worker2/mlx5_0[1]")
+    live.scenario(
+        "steps:\n  - at: 0s\n    do: traffic send sched-worker1 sched-worker2\n"
+        "    bytes: 1Mi\n    timeout: 10\n    retry-count: 2\n",
+        "s.yaml",
+    )
+    live.traffic_request("send", ["sched-worker2", "sched-worker1"], {"rate": "1GB/s"})
+    [a, b] = live.traffic_request("list", [], {})["flows"]
+    assert (a["state"], a["timeout"], a["retry_count"]) == ("retrying", 10, 2)
+    assert (b["state"], b["timeout"], b["retry_count"]) == ("retrying", 20, 7)
+    live.advance(3 * 4.096e-6 * 2**10 * 1.01)  # past 3 x its timeout of 4.2 ms
+    doc = live.traffic_request("list", [], {"state": "failed"})
+    assert [f["id"] for f in doc["flows"]] == [1] and doc["more"] == 0
+    assert doc["flows"][0]["reason"] == "retry count exceeded: link LAB-IBLEAF-01[5] is down"
+    with pytest.raises(InputError, match="--timeout: 32: want a whole number from 0 to 31"):
+        live.traffic_request(
+            "send", ["sched-worker1", "sched-worker2"], {"bytes": 1, "timeout": 32}
+        )
+    with pytest.raises(InputError, match="unknown option 'retries'"):
+        live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"bytes": 1, "retries": 3})
+    with pytest.raises(InputError, match="traffic takes no option 'retries'"):
+        live.scenario("steps:\n  - at: 0s\n    do: traffic stop\n    retries: 3\n", "s.yaml")
+    assert live.traffic_request("stop", [], {}) == {"verb": "stop", "ids": [2], "count": 1}
+
+
+def test_retrying_flows_are_journalled_with_what_is_left_and_their_attributes(routed):
+    from fabriclab.sim.live.traffic import commands
+    from fabriclab.sim.live.traffic.engine import TrafficEngine
+
+    live = routed
+    live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"bytes": "1Gi"})
+    live.advance(0.01)
+    live.fault("down", "sched-worker2/mlx5_0[1]")
+    live.traffic_request(
+        "send", ["sched-worker1", "sched-worker2"], {"bytes": 100, "timeout": 12, "retry_count": 1}
+    )
+    live.advance(0.001)
+    doc = commands.flows_doc(live.traffic)
+    left = (1 << 30) - live.traffic.flows([1])[0].delivered
+    assert [(d["id"], d["left"], d["timeout"], d["retry_count"]) for d in doc] == [
+        (1, left, 20, 7),
+        (2, 100, 12, 1),
+    ]
+    again = TrafficEngine(live.sim, live.clock)
+    commands.restore_flows(again, live.sim, doc)
+    flows = again.flows()
+    assert [(f.size, f.state, f.timeout, f.retry_count) for f in flows] == [
+        (left, "retrying", 20, 7),
+        (100, "retrying", 12, 1),
+    ]
+    assert all(f.sent <= f.size for f in flows)
 
 
 def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):

@@ -188,24 +188,39 @@ class Fabric:
         result: list[int] = self.request("clear", id=id)
         return result
 
-    def traffic(
-        self, verb: str, *args: str, bytes: int | str | None = None, rate: str | None = None
-    ) -> dict[str, Any]:
+    def traffic(self, verb: str, *args: str, **options: Any) -> dict[str, Any]:
         """Start flows: ``traffic("send", FROM, TO, ...)``, ``traffic("all-to-all",
         SET, ...)`` or ``traffic("ring", SET, ...)``, of ``bytes`` (``4096``, ``"64Mi"``)
-        or at a ``rate`` (``"100Gb/s"``); ``{"verb", "ids", "count"}``."""
-        opts = {k: v for k, v in (("bytes", bytes), ("rate", rate)) if v is not None}
+        or at a ``rate`` (``"100Gb/s"``), with their queue pairs' ``timeout`` (0-31) and
+        ``retry_count`` (0-7) (NCCL's 20 and 7 by default); ``{"verb", "ids",
+        "count"}``."""
+        opts = {k: v for k, v in options.items() if v is not None}
         result: dict[str, Any] = self.request("traffic", verb=verb, args=list(args), options=opts)
         return result
 
-    def flows(self) -> list[dict[str, Any]]:
-        """Every flow: ``id``, ``from``, ``to``, ``state``, ``rate``, ``sent``,
-        ``delivered``, ``size``, ``limit``, ``dropped``."""
-        result: list[dict[str, Any]] = self.request("traffic", verb="list", args=[])
+    def flows(self, limit: int | None = None, **pick: Any) -> list[dict[str, Any]]:
+        """The flows (every one, or the first ``limit``), picked by ``state``
+        (``"retrying"``; several comma-separated), ``src`` and ``dst`` (a tray or
+        ``HOST/HCA``) and ``id``: each ``id``, ``from``, ``to``, ``state``, ``rate``,
+        ``sent``, ``delivered``, ``size``, ``limit``, ``dropped``, ``reason``,
+        ``timeout``, ``retry_count``."""
+        return list(self._listing(limit, **pick)["flows"])
+
+    def flow_summary(self, **pick: Any) -> dict[str, Any]:
+        """The flows (picked as :meth:`flows` picks them) summed: ``flows``, ``states``
+        (how many in each), ``sent``, ``delivered``, ``rate``."""
+        return dict(self._listing(0, **pick)["summary"])
+
+    def _listing(self, limit: int | None, **pick: Any) -> dict[str, Any]:
+        names = {"src": "from", "dst": "to"}  # the rest as the request names them
+        opts = {names.get(k, k): v for k, v in pick.items() if v is not None}
+        opts.update({"limit": limit} if limit is not None else {})
+        result: dict[str, Any] = self.request("traffic", verb="list", args=[], options=opts)
         return result
 
     def stop(self, id: int | None = None) -> dict[str, Any]:
-        """Stop flow ``id``, or every flow; ``{"verb", "ids", "count"}``."""
+        """Stop flow ``id``, or every running or retrying flow; ``{"verb", "ids",
+        "count"}``: the flows it stopped (none for a flow that had already ended)."""
         args = [] if id is None else [str(id)]
         result: dict[str, Any] = self.request("traffic", verb="stop", args=args)
         return result

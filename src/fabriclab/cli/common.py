@@ -144,6 +144,11 @@ def show(line: str) -> None:
     out.print(line, markup=False)
 
 
+def show_lines(lines: list[str]) -> None:
+    """Many lines of output at once, as plain text (no markup, no wrapping)."""
+    _stdout("".join(line + "\n" for line in lines))
+
+
 def say(line: str) -> None:
     """A line for the user on stderr (progress, warnings)."""
     err.print(line, markup=False)

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from ..errors import InputError, Problem
+from . import traffic_view as view
 from .common import JsonOpt, NameOpt, command, group, print_json, say, show, table
 
 # The fabric server's modules (numpy, scipy) are imported by the commands that use them:
@@ -261,6 +262,8 @@ SET = {"hosts": _arg("A hostlist of trays or HOST/HCA.", metavar="SET")}
 AMOUNT = {
     "bytes": _opt(str | None, None, "--bytes", "Bytes to deliver (4096, 64Mi, 10G)."),
     "rate": _opt(str | None, None, "--rate", "Payload per second (12.5GB/s, 100Gb/s)."),
+    "timeout": _opt(int | None, None, "--timeout", view.TIMEOUT_HELP),
+    "retry_count": _opt(int | None, None, "--retry-count", view.RETRY_HELP),
 }
 FLOWS = {
     "send": Verb(
@@ -305,7 +308,7 @@ def traffic_stop(
     flow_id: int | None = typer.Argument(None, metavar="[ID]", help="The flow (default: all)."),
     name: str | None = SubNameOpt,
 ) -> None:
-    """Stop one flow, or all of them.
+    """Stop one flow, or all of them (running or retrying); how many it stopped.
 
     Example: fabriclab traffic stop 2
     """
@@ -313,16 +316,29 @@ def traffic_stop(
 
 
 @command(traffic_app, "list")
-def traffic_list(ctx: typer.Context, name: str | None = SubNameOpt) -> None:
-    """The flows and how far they got.
+def traffic_list(
+    ctx: typer.Context,
+    state: str | None = view.StateOpt,
+    src: str | None = view.FromOpt,
+    dst: str | None = view.ToOpt,
+    flow_id: int | None = view.IdOpt,
+    every: bool = view.AllOpt,
+    name: str | None = SubNameOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """A summary of the flows (by state, bytes, rate) and the first 20 of them.
 
-    Example: fabriclab traffic list
+    Example: fabriclab traffic list --state retrying
     """
-    columns = ("id", "from", "to", "state", "rate", "sent", "delivered", "size", "dropped")
-    flows = _live(ctx, name, {"op": "traffic", "verb": "list", "args": []})
-    table(
-        "flows", columns, [[str(f[c]) if f[c] is not None else "-" for c in columns] for f in flows]
-    )
+    options = {"state": state, "from": src, "to": dst, "id": flow_id}
+    options = {k: v for k, v in options.items() if v is not None}
+    if not every:
+        options["limit"] = view.LIST_SHOWN
+    r = _live(ctx, name, {"op": "traffic", "verb": "list", "args": [], "options": options})
+    if json_out:
+        print_json(r)
+        return
+    view.show_listing(r)
 
 
 # --- events ------------------------------------------------------------------------------

@@ -193,7 +193,7 @@ class LiveFabric:
 
     def _busy(self) -> bool:
         return any(f.kind == "errors" for f in self.book.faults.values()) or bool(
-            self.traffic is not None and self.traffic.flows()
+            self.traffic is not None and self.traffic.live()
         )
 
     def _accrue(self, upto: float) -> None:
@@ -293,29 +293,30 @@ class LiveFabric:
     # --- traffic ----------------------------------------------------------------------
 
     def check_traffic(self, args: list[str], options: dict) -> tuple:
-        """A traffic command's words and options checked: (verb, ports, bytes, rate)."""
+        """A traffic command's words and options checked: (verb, ports, bytes, rate,
+        queue pair attributes)."""
         if self.traffic is None:
             raise InputError([Problem("traffic", "this fabric has no traffic engine")])
         return traffic_commands.parse(self.resolver.cluster, self.sim, args, options)
 
     def traffic_request(self, verb: str, args: list[str], options: dict):
         """A traffic command: ``send FROM TO``, ``all-to-all SET``, ``ring SET`` (with
-        ``bytes`` or ``rate``), ``stop [ID]``, ``list``; the flows it started or
-        stopped, or every flow."""
-        verb, ports, size, rate = self.check_traffic([verb, *args], options)
+        ``bytes`` or ``rate``, ``timeout``, ``retry_count``), ``stop [ID]``, ``list``
+        (filters); the flows it started or stopped, or the listing."""
+        verb, ports, size, rate, qp = self.check_traffic([verb, *args], options)
         eng = self.traffic
         self.catch_up()
+        eng.advance()  # routes as the fabric is now (an SM may have moved them)
         if verb == "list":
-            return [traffic_commands.flow_json(f) for f in eng.flows()]
+            return traffic_commands.listing(eng, ports)
         if verb == "stop":
-            eng.stop(ports)
-            ids = [ports] if ports is not None else []
+            ids = eng.stop(ports)
         elif verb == "send":
-            ids = [eng.add(ports[0], ports[1], bytes=size, rate=rate)]
+            ids = [eng.add(ports[0], ports[1], bytes=size, rate=rate, **qp)]
         elif verb == "all-to-all":
-            ids = list(eng.all_to_all(ports, bytes=size, rate=rate))
+            ids = list(eng.all_to_all(ports, bytes=size, rate=rate, **qp))
         else:
-            ids = list(eng.ring(ports, bytes=size, rate=rate))
+            ids = list(eng.ring(ports, bytes=size, rate=rate, **qp))
         self.save()
         return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
 

@@ -47,7 +47,7 @@ _OPTIONS = {
     "drop": {"rate", "seed"},
     "nvlink": {"gpus"},
     "clear": set(),
-    "traffic": {"bytes", "rate"},
+    "traffic": {"bytes", "rate", "timeout", "retry_count"},
 }
 
 

@@ -5,11 +5,13 @@ read, flows shown and kept in the journal.
 - ``send FROM TO``: FROM and TO are a tray (its first HCA) or ``HOST/HCA``;
 - ``all-to-all SET`` / ``ring SET``: SET is a hostlist of trays (``node[1-8]``) or of
   ``HOST/HCA``;
-- ``stop [ID]`` (all flows without one), ``list``.
+- ``stop [ID]`` (all flows without one), ``list`` (options ``state``, ``from``, ``to``,
+  ``id`` pick flows, ``limit`` how many of them to show).
 
 ``bytes``: an integer with an optional K/M/G/T (powers of 1000) or Ki/Mi/Gi/Ti suffix;
 ``rate``: payload per second, bytes (``12.5GB/s``, ``500MB/s``, a plain number) or bits
-(``100Gb/s``, ``100Gbps``).
+(``100Gb/s``, ``100Gbps``); ``timeout`` (0-31) and ``retry_count`` (0-7): the flows'
+queue pair attributes (:mod:`fabriclab.ib.transport`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import re
 
 from ....errors import InputError, Problem
+from ....ib.transport import RETRY_CNT_MAX, TIMEOUT_MAX
 from ....limits import MAX_TRAYS
 from ....model.cluster import Cluster
 from ....spec import hostlist
@@ -63,6 +66,26 @@ def parse_rate(value) -> float:
     return v
 
 
+def parse_qp(options: dict) -> dict:
+    """The queue pair attributes of a command's options: ``timeout`` (0-31) and
+    ``retry_count`` (0-7), each when given."""
+    out = {}
+    for key, flag, top in (
+        ("timeout", "--timeout", TIMEOUT_MAX),
+        ("retry_count", "--retry-count", RETRY_CNT_MAX),
+    ):
+        v = options.get(key)
+        if v is None:
+            continue
+        n = v if isinstance(v, int) and not isinstance(v, bool) else None
+        if isinstance(v, str) and v.strip().isdigit() and len(v) < 8:
+            n = int(v)
+        if n is None or not 0 <= n <= top:
+            raise _bad(flag, f"{v!r}: want a whole number from 0 to {top}")
+        out[key] = n
+    return out
+
+
 def endpoint(cluster: Cluster, sim: SimFabric, text: str) -> SimPort:
     """A tray (its first HCA) or ``HOST/HCA``, as a CA port."""
     port, problem = cluster.locate(text)
@@ -84,39 +107,106 @@ def endpoints(cluster: Cluster, sim: SimFabric, text: str) -> list[SimPort]:
 
 
 def parse(cluster: Cluster, sim: SimFabric, words: list[str], options: dict) -> tuple:
-    """(verb, ports or a flow id, bytes, rate) of a traffic command's words."""
+    """(verb, ports or a flow id, bytes, rate, queue pair attributes) of a traffic
+    command's words (``list``: its filters in place of the ports)."""
     if not words or words[0] not in VERBS:
         got = words[0] if words else ""
         raise _bad("traffic", f"unknown traffic verb {got!r} (known: {', '.join(VERBS)})")
     verb, args = words[0], words[1:]
-    if verb in ("stop", "list"):
-        if (verb == "list" and args) or len(args) > 1:
+    if verb == "list":
+        if args:
+            raise _bad(verb, "want 'traffic list' (filters are options)")
+        return verb, list_filter(cluster, sim, options), None, None, {}
+    if verb == "stop":
+        if len(args) > 1:
             raise _bad(verb, f"want 'traffic {verb}{' [ID]' if verb == 'stop' else ''}'")
         fid = None
         if args and args[0] != "all":
             if not args[0].isdigit():
                 raise _bad(args[0], "is not a flow id")
             fid = int(args[0])
-        return verb, fid, None, None
+        return verb, fid, None, None, {}
+    unknown = sorted(set(options) - {"bytes", "rate", "timeout", "retry_count"})
+    if unknown:
+        raise _bad(
+            verb, f"unknown option {unknown[0]!r} (options: bytes, rate, timeout, retry_count)"
+        )
     size = options.get("bytes")
     rate = options.get("rate")
     if (size is None) == (rate is None):
         raise _bad(verb, "want one of --bytes N or --rate R")
     size = parse_bytes(size) if size is not None else None
     rate = parse_rate(rate) if rate is not None else None
+    qp = parse_qp(options)
     if verb == "send":
         if len(args) != 2:
             raise _bad("send", "want 'traffic send FROM TO'")
         a, b = endpoint(cluster, sim, args[0]), endpoint(cluster, sim, args[1])
         if a is b:
             raise _bad(args[1], "a flow needs two different ports")
-        return verb, (a, b), size, rate
+        return verb, (a, b), size, rate, qp
     if len(args) != 1:
         raise _bad(verb, f"want 'traffic {verb} SET' (a hostlist)")
     ports = endpoints(cluster, sim, args[0])
     if len(ports) < 2:
         raise _bad(args[0], "want at least two endpoints")
-    return verb, ports, size, rate
+    return verb, ports, size, rate, qp
+
+
+def _ca_ports(sim: SimFabric) -> dict[str, list[SimPort]]:
+    """Every CA port by the names a filter may give: ``HOST/HCA`` and its tray."""
+    out: dict[str, list[SimPort]] = {}
+    for n in sim.nodes:
+        if n.is_switch:
+            continue
+        name = str(n.fabric_node.name)
+        ports = [p for p in n.ports[1:] if p is not None]
+        out.setdefault(name, []).extend(ports)
+        if "/" in name:
+            out.setdefault(name.split("/", 1)[0], []).extend(ports)
+    return out
+
+
+def list_filter(cluster: Cluster, sim: SimFabric, options: dict) -> dict:
+    """A listing's options checked: ``states`` (names, or None), ``src``/``dst`` (CA
+    ports, or None), ``ids`` (or None), ``limit`` (flows to show; None: all)."""
+    known = {"state", "from", "to", "id", "limit"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise _bad("list", f"unknown option {unknown[0]!r} (options: {', '.join(sorted(known))})")
+    out: dict = {"states": None, "src": None, "dst": None, "ids": None, "limit": None}
+    state = options.get("state")
+    if state is not None:
+        out["states"] = [s.strip() for s in str(state).split(",") if s.strip()]
+    names = None
+    for key, flag in (("from", "src"), ("to", "dst")):
+        text = options.get(key)
+        if text is None:
+            continue
+        names = names if names is not None else _ca_ports(sim)
+        wanted = [str(text)]
+        if "[" in wanted[0]:  # a hostlist of trays
+            try:
+                if hostlist.count(wanted[0]) > SET_MAX:
+                    raise _bad(f"--{key}", f"{text!r}: more than {SET_MAX} names")
+                wanted = hostlist.expand(wanted[0])
+            except ValueError as e:
+                raise _bad(f"--{key}", str(e)) from None
+        ports: list[SimPort] = []
+        for w in wanted:
+            if w in names:
+                ports += names[w]
+            else:
+                ports.append(endpoint(cluster, sim, w))
+        out[flag] = ports
+    for key, flag in (("id", "ids"), ("limit", "limit")):
+        v = options.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, str) and v.isdigit())):
+            raise _bad(f"--{key}", f"{v!r} is not a whole number")
+        out[flag] = [int(v)] if flag == "ids" else int(v)
+    return out
 
 
 def _key(p: SimPort) -> str:
@@ -136,18 +226,41 @@ def flow_json(f) -> dict:
         "limit": f.limit,
         "state": f.state,
         "dropped": f.dropped,
+        "reason": f.reason,
+        "timeout": f.timeout,
+        "retry_count": f.retry_count,
+    }
+
+
+def listing(engine, filt: dict) -> dict:
+    """``list``'s answer: the ``summary`` of the flows the filter picks, the first
+    ``limit`` of them (``flows``) and how many ``more`` there are."""
+    idx = engine.select(filt["states"], filt["src"], filt["dst"], filt["ids"])
+    limit = filt["limit"]
+    shown = idx if limit is None else idx[:limit]
+    return {
+        "summary": engine.summary(idx),
+        "flows": [flow_json(f) for f in engine.flows_at(shown)],
+        "more": len(idx) - len(shown),
     }
 
 
 def flows_doc(engine) -> list[dict]:
-    """The running flows, for the journal (what is left of each)."""
+    """The running and retrying flows, for the journal (what is left of each, its
+    queue pair attributes)."""
     out = []
-    for f in engine.flows():
-        if f.state != "running":
-            continue
+    for f in engine.flows_at(engine.select(["running", "retrying"])):
         left = None if f.size is None else f.size - f.delivered
         out.append(
-            {"id": f.id, "src": _key(f.src), "dst": _key(f.dst), "left": left, "limit": f.limit}
+            {
+                "id": f.id,
+                "src": _key(f.src),
+                "dst": _key(f.dst),
+                "left": left,
+                "limit": f.limit,
+                "timeout": f.timeout,
+                "retry_count": f.retry_count,
+            }
         )
     return out
 
@@ -165,4 +278,8 @@ def restore_flows(engine, sim: SimFabric, doc: list[dict]) -> None:
             continue
         if None in ports or (d.get("left") is not None and d["left"] <= 0):
             continue
-        engine.add(ports[0], ports[1], bytes=d.get("left"), rate=d.get("limit"))
+        qp = {k: d[k] for k in ("timeout", "retry_count") if isinstance(d.get(k), int)}
+        try:
+            engine.add(ports[0], ports[1], bytes=d.get("left"), rate=d.get("limit"), **qp)
+        except InputError:
+            continue

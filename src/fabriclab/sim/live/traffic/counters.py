@@ -21,7 +21,6 @@ from ....ib.packets import HEADER_WORDS
 from ...fabric import partitions
 from ...fabric.datapaths import (
     CONSTRAINT,
-    DELIVERED,
     DISCARDED,
     PKEY,
     RELAY,
@@ -114,23 +113,16 @@ class TrafficCounters:
         if ends is not None and len(ends):
             pos = np.searchsorted(run, ends)
             b[pos] = f.size[ends] - f.delivered[ends]
-        to_dst = r.end[sel] == DELIVERED
-        if to_dst.all():
-            pk, wd, done = stream(f, f.delivered, sel, b, r.mtu[sel], f.size[sel])
-        else:
-            pk = np.zeros(len(run), dtype=np.int64)
-            wd = np.zeros(len(run), dtype=np.int64)
-            d, lo = run[to_dst], run[~to_dst]
-            pk[to_dst], wd[to_dst], done = stream(f, f.delivered, d, b[to_dst], r.mtu[d], f.size[d])
-            # dropped packets: a stream that never ends
-            pk[~to_dst], wd[~to_dst], _ = stream(f, f.lost, lo, b[~to_dst], r.mtu[lo], None)
-        self._count(snap, r, x, run, pk, wd)
+        # a running flow's packets are delivered: one whose are not is retrying (.retry)
+        pk, wd, done = stream(f, f.delivered, sel, b, r.mtu[sel], f.size[sel])
+        self.count(snap, r, x, run, pk, wd)
         return done
 
-    def _count(
+    def count(
         self, snap: Snapshot, r: Routes, x: Crossings, run: np.ndarray, pk: np.ndarray, wd
     ) -> None:
-        """Add each running flow's packets and words to the ports it crosses."""
+        """Add the packets ``pk`` and data words ``wd`` of flows ``run`` (sorted table
+        indices) to the ports they cross, and where they are dropped to its counter."""
         f = self.flows
         tot, m = self.tot, x.by_port
         if m.nnz:

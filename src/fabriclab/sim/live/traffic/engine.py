@@ -41,8 +41,12 @@ saturating 32-bit and 64-bit views):
   259).  One trap per flow each time it is routed (a real CA repeats it until the SM
   represses it; OpenSM only logs it).  The tables are those the SM wrote; a P_Key
   table write moves the fabric's generation, so flows are routed and checked anew.
-  Such a flow keeps sending (its packets count on every port up to the drop) and
-  delivers nothing until the subnet manager changes the routes or the tables.
+- A flow whose packets go nowhere (any of the drops above, a link down on its way) is
+  ``retrying``, as a reliable-connection queue pair whose packets are not acknowledged:
+  it resends one packet at each local ACK timeout, 4.096 µs x 2^timeout, counted where
+  the packets above are, and after its retry count of resends ends ``failed`` with the
+  reason; a route that comes back first makes it ``running`` again (:mod:`.retry`).
+  Defaults: NCCL's, timeout 20 and retry count 7 (failed after 8 x 4.29 s).
 
 Routes are recomputed when the fabric's generation number moves (a forwarding-table
 write, a port change: :class:`~...fabric.state.Generation`) or on :meth:`TrafficEngine.reroute`.
@@ -52,7 +56,8 @@ fabric, used from one thread (the server loop).
 
 This module is the engine: its API and its time steps.  The flow table is
 :mod:`.flows`, routes and partition checks :mod:`.routes`, rates
-:mod:`.rates`, and the counting :mod:`.counters`.
+:mod:`.rates`, the counting :mod:`.counters`, flows with nowhere to go :mod:`.retry`
+and the flows picked and summed for a listing :mod:`.query`.
 """
 
 from __future__ import annotations
@@ -62,11 +67,13 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ....errors import InputError
+from ....ib.transport import NCCL_RETRY_CNT, NCCL_TIMEOUT, RETRY_CNT_MAX, TIMEOUT_MAX
 from ...fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
 from ...fabric.state import SimFabric, SimPort
 from ..clock import Clock
+from . import query, retry
 from .counters import TrafficCounters
-from .flows import RUNNING, STATES, STOPPED, Flow, FlowTable
+from .flows import FAILED, LIVE, RETRYING, RUNNING, STATES, STOPPED, Flow, FlowTable
 from .rates import set_rates
 from .routes import Crossings, OnTrap, route_flows
 
@@ -109,11 +116,14 @@ class TrafficEngine:
         *,
         bytes: int | None = None,
         rate: float | None = None,
+        **qp: int,
     ) -> int:
         """Start a flow from CA port ``src`` to CA port ``dst`` now; its id.
         ``bytes``: it ends when that many are delivered; ``rate``: bytes per second at
-        most (else as fast as max-min fairness allows)."""
-        return self.add_many([(src, dst)], bytes=bytes, rate=rate)[0]
+        most (else as fast as max-min fairness allows); ``timeout`` (0-31) and
+        ``retry_count`` (0-7): its queue pair's, when its packets go nowhere (NCCL's
+        20 and 7 by default)."""
+        return self.add_many([(src, dst)], bytes=bytes, rate=rate, **qp)[0]
 
     def add_many(
         self,
@@ -121,14 +131,18 @@ class TrafficEngine:
         *,
         bytes: int | None = None,
         rate: float | None = None,
+        **qp: int,
     ) -> range:
-        """Start a flow for each (src, dst) pair now, all with the same ``bytes`` and
-        ``rate`` (see :meth:`add`); their ids, consecutive."""
+        """Start a flow for each (src, dst) pair now, all with the same ``bytes``,
+        ``rate``, ``timeout`` and ``retry_count`` (see :meth:`add`); their ids,
+        consecutive."""
         src, dst = [], []
         for s, d in pairs:
             src.append(self._index(s, "from"))
             dst.append(self._index(d, "to"))
-        return self._add(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), bytes, rate)
+        return self._add(
+            np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), bytes, rate, qp
+        )
 
     def all_to_all(
         self,
@@ -136,13 +150,14 @@ class TrafficEngine:
         *,
         bytes: int | None = None,
         rate: float | None = None,
+        **qp: int,
     ) -> range:
         """A flow from every port of ``ports`` to every other one; their ids."""
         idx = np.array([self._index(p, "all-to-all") for p in ports], dtype=np.int64)
         k = len(idx)
         a, b = np.divmod(np.arange(k * k, dtype=np.int64), k)
         keep = a != b
-        return self._add(idx[a[keep]], idx[b[keep]], bytes, rate)
+        return self._add(idx[a[keep]], idx[b[keep]], bytes, rate, qp)
 
     def ring(
         self,
@@ -150,42 +165,53 @@ class TrafficEngine:
         *,
         bytes: int | None = None,
         rate: float | None = None,
+        **qp: int,
     ) -> range:
         """A flow from each port of ``ports`` to the next, the last to the first."""
         idx = np.array([self._index(p, "ring") for p in ports], dtype=np.int64)
         if len(idx) < 2:
             raise InputError("a ring needs at least two ports", "traffic")
-        return self._add(idx, np.roll(idx, -1), bytes, rate)
+        return self._add(idx, np.roll(idx, -1), bytes, rate, qp)
 
-    def stop(self, id: int | None = None) -> None:
-        """Stop flow ``id`` now (every running flow when None)."""
+    def stop(self, id: int | None = None) -> list[int]:
+        """Stop flow ``id`` now (every running or retrying flow when None); the ids of
+        the flows it stopped (none for a flow that had already ended)."""
         self.advance()
         f = self._f
         if id is None:
-            f.state[: f.n][f.state[: f.n] == RUNNING] = STOPPED
+            idx = np.flatnonzero(np.isin(f.state[: f.n], LIVE))
         else:
             i = self._flow_index(id)
-            if f.state[i] == RUNNING:
-                f.state[i] = STOPPED
+            idx = np.array([i] if f.state[i] in LIVE else [], dtype=np.int64)
+        f.state[idx] = STOPPED
+        f.rate[idx] = 0.0
         self._rates_stale = True
+        return (idx + 1).tolist()
 
     def flows(self, ids: Iterable[int] | None = None) -> list[Flow]:
         """The flows (every one ever added, or those of ``ids``), as they are after the
         last :meth:`advance`."""
+        which = range(self._f.n) if ids is None else [self._flow_index(i) for i in ids]
+        return self.flows_at(which)
+
+    def flows_at(self, which: Iterable[int]) -> list[Flow]:
+        """The flows at table indices ``which`` (flow id - 1)."""
         f = self._f
-        which = range(f.n) if ids is None else [self._flow_index(i) for i in ids]
         snap = self._snapshot()
         routes = self._routes
         out = []
         for i in which:
+            i = int(i)
             state = int(f.state[i])
-            dropped = None
-            if routes is not None and i < self._routed and state == RUNNING:
-                end = int(routes.end[i])
+            dropped = reason = None
+            if routes is not None and i < self._routed and state == RETRYING:
+                end, at = int(routes.end[i]), int(routes.at[i])
                 if end != DELIVERED:
-                    at = int(routes.at[i])
                     where = snap.ports[at].ref() if at >= 0 else "?"  # type: ignore[union-attr]
                     dropped = f"{ENDS[end]} at {where}"
+                    reason = retry.reason(snap, end, at, int(f.src[i]), int(f.dst[i]))
+            elif state == FAILED:
+                reason = f.why.get(i)
             size, limit = int(f.size[i]), float(f.limit[i])
             out.append(
                 Flow(
@@ -193,15 +219,45 @@ class TrafficEngine:
                     src=snap.ports[int(f.src[i])],  # type: ignore[arg-type]
                     dst=snap.ports[int(f.dst[i])],  # type: ignore[arg-type]
                     rate=float(f.rate[i]) if state == RUNNING else 0.0,
-                    sent=int(f.delivered[i] + f.lost[i]),
+                    sent=int(max(f.sent[i], f.delivered[i])),
                     delivered=int(f.delivered[i]),
                     size=None if size < 0 else size,
                     limit=None if np.isinf(limit) else limit,
                     state=STATES[state],
                     dropped=dropped,
+                    reason=reason,
+                    timeout=int(f.timeout[i]),
+                    retry_count=int(f.retries[i]),
                 )
             )
         return out
+
+    def select(
+        self,
+        states: Iterable[str] | None = None,
+        src: Iterable[SimPort] | None = None,
+        dst: Iterable[SimPort] | None = None,
+        ids: Iterable[int] | None = None,
+    ) -> np.ndarray:
+        """The table indices (flow id - 1) of the flows in one of ``states``, from one
+        of ports ``src``, to one of ports ``dst`` and among ``ids`` (each None: any)."""
+        snap = self._snapshot()
+        return query.select(
+            self._f,
+            states,
+            None if src is None else [snap.index(p) for p in src],
+            None if dst is None else [snap.index(p) for p in dst],
+            ids,
+        )
+
+    def summary(self, which: np.ndarray | None = None) -> dict:
+        """Flows by state, bytes sent and delivered and the rate of all of them (or of
+        table indices ``which``) together (see :func:`.query.summary`)."""
+        return query.summary(self._f, which)
+
+    def live(self) -> int:
+        """How many flows are running or retrying."""
+        return int(np.isin(self._f.state[: self._f.n], LIVE).sum())
 
     def reroute(self) -> None:
         """Route every flow again now (as when the fabric's generation moves)."""
@@ -227,6 +283,7 @@ class TrafficEngine:
             self._step(run, when, ends)
             dt -= when
             self._rates()
+        self._retry(now)
         self._t = now
         if self._rates_stale:
             self._rates()
@@ -250,7 +307,9 @@ class TrafficEngine:
             raise InputError(f"no flow {id!r} (flows are 1..{self._f.n})", "traffic")
         return id - 1
 
-    def _add(self, src: np.ndarray, dst: np.ndarray, size: int | None, rate: float | None):
+    def _add(
+        self, src: np.ndarray, dst: np.ndarray, size: int | None, rate: float | None, qp: dict
+    ):
         if size is not None and (
             isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1
         ):
@@ -261,6 +320,8 @@ class TrafficEngine:
             or not 0 < rate < np.inf
         ):
             raise InputError(f"rate must be a positive number of bytes/s, not {rate!r}", "traffic")
+        timeout = _qp(qp, "timeout", NCCL_TIMEOUT, TIMEOUT_MAX)
+        retries = _qp(qp, "retry_count", NCCL_RETRY_CNT, RETRY_CNT_MAX)
         same = src == dst
         if same.any():
             p = self._snapshot().ports[int(src[np.argmax(same)])]
@@ -271,6 +332,7 @@ class TrafficEngine:
         f.src[s], f.dst[s] = src, dst
         f.size[s] = -1 if size is None else int(size)
         f.limit[s] = np.inf if rate is None else float(rate)
+        f.timeout[s], f.retries[s] = timeout, retries
         self._rates_stale = True
         self._prepare()
         return range(s.start + 1, s.stop + 1)
@@ -301,6 +363,8 @@ class TrafficEngine:
             self._routed = f.n
             self._x = Crossings(snap, self._routes)
             self._rates_stale = True
+            retry.classify(f, self._routes, self._t)
+            self._retry(self._t)  # the first send of a flow that starts retrying
         if self._rates_stale:
             self._rates()
 
@@ -329,6 +393,22 @@ class TrafficEngine:
         when = float(t.min())
         return fin[t <= when * (1 + 1e-12)], max(when, 0.0)
 
+    def _retry(self, t: float) -> None:
+        """Count the sends of retrying flows due by time ``t``; fail those whose retry
+        count is spent."""
+        f, r = self._f, self._routes
+        idx, new, spent = retry.due(f, t)
+        if r is None or not len(idx):
+            return
+        go = new > 0
+        if go.any():
+            send = idx[go]
+            pk, wd = retry.sends(f, send, new[go], r.mtu[send])
+            assert self._x is not None
+            self._counts.count(self._snapshot(), r, self._x, send, pk, wd)
+        if spent.any():
+            retry.fail(f, self._snapshot(), r, idx[spent])
+
     def _step(self, run: np.ndarray, dt: float, ends: np.ndarray | None) -> None:
         """``dt`` seconds of the running flows at their rates; ``ends`` finish."""
         r = self._routes
@@ -338,3 +418,16 @@ class TrafficEngine:
                 self._rates_stale = True
         if len(self._wait_ports):
             self._counts.wait(self._wait_ports, self._wait_excess, dt)
+
+
+def _qp(qp: dict, key: str, default: int, top: int) -> int:
+    """A queue pair attribute of ``qp`` (``timeout``, ``retry_count``), checked."""
+    unknown = set(qp) - {"timeout", "retry_count"}
+    if unknown:
+        raise InputError(f"unknown flow option {sorted(unknown)[0]!r}", "traffic")
+    v = qp.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v <= top:
+        raise InputError(f"{key} must be a whole number from 0 to {top}, not {v!r}", "traffic")
+    return int(v)

@@ -3,9 +3,13 @@ and the :class:`Flow` record the engine reports a flow as.
 
 Flow ``i`` of the table has id ``i + 1``; its ``src``/``dst`` are ports in the flat
 numbering of :class:`...fabric.datapaths.Snapshot`.  ``size`` -1 is a flow without an end,
-``limit`` inf one without a rate cap of its own; ``delivered`` and ``lost`` are payload
-bytes (to the destination, or dropped on the way), ``frac`` the fraction of a byte
-carried to the next step.
+``limit`` inf one without a rate cap of its own; ``delivered`` is payload bytes that
+reached the destination, ``sent`` the most payload put on the wire so far (a resend
+is not counted again: never past ``size``), ``frac`` the fraction of a byte carried to
+the next step.  A flow with nowhere to go is ``retrying`` (:mod:`.retry`):
+``timeout``/``retries`` are its queue pair's attributes, ``since`` when it lost its
+route, ``tries`` the sends counted since; a flow that ``failed`` keeps its reason in
+``why`` (by table index).
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ from typing import ClassVar
 
 import numpy as np
 
+from ....ib.transport import NCCL_RETRY_CNT, NCCL_TIMEOUT
 from ...fabric.state import SimPort
 
-RUNNING, DONE, STOPPED = 0, 1, 2
-STATES = {RUNNING: "running", DONE: "done", STOPPED: "stopped"}
+RUNNING, DONE, STOPPED, RETRYING, FAILED = 0, 1, 2, 3, 4
+STATES = {
+    RUNNING: "running",
+    DONE: "done",
+    STOPPED: "stopped",
+    RETRYING: "retrying",
+    FAILED: "failed",
+}
+STATE_OF = {v: k for k, v in STATES.items()}
+LIVE = (RUNNING, RETRYING)  # the states a flow can still leave by itself or by stop
 
 
 @dataclass(frozen=True)
@@ -26,10 +39,12 @@ class Flow:
     """A flow as :meth:`.engine.TrafficEngine.flows` reports it.
 
     ``rate``: payload bytes per second now (0 unless running); ``sent``: payload bytes
-    sent, ``delivered``: of them, bytes that reached ``dst``; ``size``: bytes to deliver
-    (None: until stopped); ``limit``: its own rate cap (None: max-min only); ``state``:
-    running, done or stopped; ``dropped``: where its packets are dropped now, e.g.
-    "PortXmitDiscards at 'leaf'[3]" (None when they are delivered).
+    sent (never past ``size``), ``delivered``: of them, bytes that reached ``dst``;
+    ``size``: bytes to deliver (None: until stopped); ``limit``: its own rate cap (None:
+    max-min only); ``state``: running, retrying, done, stopped or failed; ``dropped``:
+    where its packets are dropped now, e.g. "PortXmitDiscards at 'leaf'[3]" (None when
+    they are delivered); ``reason``: why it is retrying or failed (None otherwise);
+    ``timeout``/``retry_count``: its queue pair's local ACK timeout and retry count.
     """
 
     id: int
@@ -42,6 +57,9 @@ class Flow:
     limit: float | None
     state: str
     dropped: str | None
+    reason: str | None = None
+    timeout: int = NCCL_TIMEOUT
+    retry_count: int = NCCL_RETRY_CNT
 
 
 class FlowTable:
@@ -53,10 +71,14 @@ class FlowTable:
         "size": (np.int64, -1),
         "limit": (np.float64, np.inf),
         "delivered": (np.int64, 0),
-        "lost": (np.int64, 0),
+        "sent": (np.int64, 0),
         "frac": (np.float64, 0.0),
         "state": (np.int8, RUNNING),
         "rate": (np.float64, 0.0),
+        "timeout": (np.int8, NCCL_TIMEOUT),
+        "retries": (np.int8, NCCL_RETRY_CNT),
+        "since": (np.float64, 0.0),
+        "tries": (np.int16, 0),
     }
 
     # the arrays FIELDS lists, declared for the type checker (made in __init__)
@@ -65,14 +87,19 @@ class FlowTable:
     size: np.ndarray
     limit: np.ndarray
     delivered: np.ndarray
-    lost: np.ndarray
+    sent: np.ndarray
     frac: np.ndarray
     state: np.ndarray
     rate: np.ndarray
+    timeout: np.ndarray
+    retries: np.ndarray
+    since: np.ndarray
+    tries: np.ndarray
 
     def __init__(self) -> None:
         self.n = 0
         self.cap = 0
+        self.why: dict[int, str] = {}  # a failed flow's reason
         for name, (dt, _) in self.FIELDS.items():
             setattr(self, name, np.zeros(0, dtype=dt))
 
