@@ -4,6 +4,7 @@ through the real smpquery and saquery; inter-switch links lose enforcement."""
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +12,6 @@ from pathlib import Path
 import pytest
 from fabric_server import fabric_up
 from helpers import counter, run_tool, served, started, umad2sim_env, wait_for
-from tables import plain_rows
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.partitions import share_partition
@@ -199,19 +199,28 @@ def _tenants_isolated_in_traffic(f, a, b) -> None:
         assert r.returncode == 0, r.stderr
     r = f.fabriclab("clock", "--name", f.name, "advance", "1")
     assert r.returncode == 0, r.stderr
-    listing = f.fabriclab("traffic", "--name", f.name, "list").stdout
+    listing = f.fabriclab("traffic", "--name", f.name, "list", "--json").stdout
     # payload and headers in 4-byte words: 256 packets of 4096 bytes + LRH/BTH/ICRC;
     # and the perfquery MADs of 72 words: the first read's reply, this read's request
     assert rcv(inside_to) - before[0] == 256 * (4096 // 4 + 6) + 2 * 72, listing
     assert rcv(across_to) == before[1] + 2 * 72, listing  # the MADs alone
-    # PortCounters' PortXmitConstraintErrors is 8 bits and stops at 255 (IBA Vol. 1,
-    # 16.1.3.5); every packet of flow 2 stopped there, MTU 4096 (its size never
-    # reached: it keeps sending)
-    row = next(r for r in plain_rows(listing, "flows") if r["id"] == "2")
-    sent = int(row["sent"])
-    dropped = sent // 4096
-    assert before[2] == 0 and xmit_constraint() == 255 < dropped, listing
-    assert f"PortXmitConstraintErrors at '{leaf.node.desc}'[{leaf.num}]" in listing, listing
+    # flow 2 cannot arrive: as an RC queue pair it resends each local ACK timeout
+    # (4.096 us * 2^20 = 4.29 s, NCCL's default) and is 'retrying' meanwhile; each
+    # send is one packet (MTU 4096) stopped at the leaf
+    flow = next(x for x in json.loads(listing)["flows"] if x["id"] == 2)
+    assert flow["state"] == "retrying", flow
+    reason = flow["reason"]
+    assert reason.startswith("partition: refused at ") and reason.endswith(f"[{leaf.num}]"), flow
+    assert flow["delivered"] == 0 and before[2] == 0 and xmit_constraint() == 1, flow
+    # NCCL's retry count 7: the first send and 7 resends, then it fails (8 * 4.29 s)
+    r = f.fabriclab("clock", "--name", f.name, "advance", "40")
+    assert r.returncode == 0, r.stderr
+    listing = f.fabriclab("traffic", "--name", f.name, "list", "--json").stdout
+    flow = next(x for x in json.loads(listing)["flows"] if x["id"] == 2)
+    assert flow["state"] == "failed", flow
+    assert flow["reason"].startswith("retry count exceeded: partition"), flow
+    dropped = 8
+    assert xmit_constraint() == dropped, flow
     q = f.run("sched-worker1", "ibqueryerrors", check=False).stdout
     at = f"GUID 0x{leaf.node.guid:016x} port {leaf.num}: "
     line = next((ln for ln in q.splitlines() if at in ln), "")
