@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import NameOpt, after_dashes, command, group, say, write
+from .common import NameOpt, after_dashes, command, fabric_name, group, say, write
 
 commands = group("A tray's view of the running fabric.", panel="A tray's view")
 
@@ -21,7 +21,7 @@ def sysfs(
     directory: Path = typer.Argument(
         ..., metavar="DIR", help="The sys root to write (DIR/class/infiniband/...)."
     ),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
     period: float = typer.Option(
         1.0, "--period", min=0.05, max=3600, help="Seconds between refreshes."
     ),
@@ -34,9 +34,10 @@ def sysfs(
     """
     from ..sim.run import tools
 
-    n = tools.keep_sysfs(name, tray, directory, period, once=once)
+    name = fabric_name(name)
+    tools.keep_sysfs(name, tray, directory, period, once=once)
     if not once:
-        say(f"fabric {name!r} stopped; {directory} left as last written ({n} refreshes)")
+        say(f"fabric {name!r} stopped: the tree at {directory} is no longer kept live")
 
 
 @command(commands, "nvidia-smi", context_settings={"allow_interspersed_args": False})
@@ -45,7 +46,7 @@ def nvidia_smi(
     args: list[str] | None = typer.Argument(
         None, help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]."
     ),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
 ) -> None:
     """Print what nvidia-smi prints on TRAY of the running fabric now, its NVLink faults
     included: -q (the Fabric section) or the --query-gpu form topograph uses.
@@ -54,4 +55,4 @@ def nvidia_smi(
     """
     from ..sim.run import tools
 
-    write(tools.nvidia_smi(name, tray, after_dashes(args)), None)
+    write(tools.nvidia_smi(fabric_name(name), tray, after_dashes(args)), None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.server import FabricServer
 from .admin import AdminServer, admin_path
-from .opensm import SmOptions, sm_gone, start_sm, subnet_up
-from .records import Instance, NotRunning, check_name, signal_recorded
+from .opensm import SmOptions, sm_gone, start_sm, stop_sm, subnet_up
+from .records import Instance, NotRunning, check_name
 from .records import running as running_records
 from .tools import Loader, Say, python_argv
 
@@ -238,12 +237,8 @@ def _serve(
     try:
         srv.serve_forever()
     finally:
-        if sm_proc is not None and sm_proc.poll() is None:
-            sm_proc.terminate()
-            try:
-                sm_proc.wait(5)
-            except subprocess.TimeoutExpired:
-                sm_proc.kill()
+        if sm_proc is not None:
+            stop_sm(sm_proc, srv)
         admin.close()
         if link is not None:
             link.close()
@@ -336,23 +331,6 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
         raise InputError(
             [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
         ) from None
-
-
-def stop(name: str, timeout: float = 10.0) -> Instance:
-    """SIGTERM the fabric's server (and so its SM); SIGKILL after ``timeout``."""
-    inst = Instance.load(name)  # its pid is the recorded process, or this fails
-    server = (inst.pid, inst.start, inst.cmdline)
-    signal_recorded(*server, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while inst.alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if signal_recorded(*server, signal.SIGKILL):
-        while inst.alive():
-            time.sleep(0.05)
-    if inst.sm_pid:
-        signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
-    inst.path.unlink(missing_ok=True)
-    return inst
 
 
 def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0) -> Instance:

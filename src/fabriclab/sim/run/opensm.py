@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ...statedir import state_dir
 from .records import Instance, signal_recorded
 from .tools import attach_env
 
+SM_GRACE = 3.0  # seconds OpenSM has to leave after SIGTERM before it is killed
 CONF_MAX = 1 << 20  # bytes of an opensm.conf or partitions.conf
 # OpenSM's routing engines (opensm -h, 3.3.23 and 3.3.24), and the words its -R list takes
 ROUTING_ENGINES = (
@@ -266,3 +268,40 @@ def sm_gone(inst: Instance) -> str | None:
     said = [ln for ln in lines if _SAID.match(ln)]
     what = (said or lines[-1:] or ["no output"])[0]
     return f"OpenSM exited before the subnet was up: {what[:300]} (see {out})"
+
+
+def stop_sm(proc: subprocess.Popen, srv, grace: float = SM_GRACE) -> None:
+    """Stop OpenSM (``proc``) promptly: SIGTERM, ``srv`` (the fabric server, its loop
+    ended) serving meanwhile (OpenSM sends its last MADs on the way out and waits for
+    their answers) until OpenSM has gone, SIGKILL after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        fd = os.pidfd_open(proc.pid)  # readable once OpenSM has exited (Linux 5.3+)
+    except (OSError, AttributeError):
+        fd = None
+    if fd is not None:
+        transport = srv.transport
+        deadline = time.monotonic() + grace
+        wake = transport.on_wake
+
+        def until_gone() -> float:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                srv.stop()
+            return min(wake(), max(left, 0.0))
+
+        transport.on_wake = until_gone
+        transport.watch(fd, srv.stop)
+        try:
+            srv.serve_forever()
+        finally:
+            transport.unwatch(fd)
+            os.close(fd)
+            transport.on_wake = wake
+    try:
+        proc.wait(0 if fd is not None else grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
