@@ -245,6 +245,35 @@ def _die_with_parent() -> None:
         pass
 
 
+class SmLog:
+    """OpenSM's state as its log tells it, read on from where it was last read: the last
+    state it entered (DISCOVERING, STANDBY, MASTER), then SUBNET UP."""
+
+    def __init__(self, inst: Instance):
+        self.path = state_dir() / f"{inst.name}.opensm" / "opensm.log"
+        self.offset = 0
+        self.state = "starting"
+
+    def poll(self) -> str:
+        """The state now (read at most a few MB of new log a call)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(_LOG_READ)
+        except OSError:
+            return self.state
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for m in _STATES.finditer(data[:end]):
+            self.state = "SUBNET UP" if m.group(0) == b"SUBNET UP" else m.group(1).decode()
+        return self.state
+
+
+_LOG_READ = 4 << 20
+# OpenSM's log lines "Entering MASTER state" and "SUBNET UP" (osm_state_mgr.c)
+_STATES = re.compile(rb"Entering (\w+) state|SUBNET UP")
+
+
 def subnet_up(inst: Instance) -> bool:
     """Whether the fabric's OpenSM (``--sm``) has logged SUBNET UP."""
     log = state_dir() / f"{inst.name}.opensm" / "opensm.log"
