@@ -44,12 +44,15 @@ def sysfs(
 def nvidia_smi(
     tray: str = typer.Argument(..., help="The tray whose GPUs answer."),
     args: list[str] | None = typer.Argument(
-        None, help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]."
+        None,
+        help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]; none: the "
+        "summary screen.",
     ),
     name: str | None = NameOpt,
 ) -> None:
     """Print what nvidia-smi prints on TRAY of the running fabric now, its NVLink faults
-    included: -q (the Fabric section) or the --query-gpu form topograph uses.
+    included: with no arguments its summary screen, -q (the Fabric section) or the
+    --query-gpu form topograph uses.
 
     Example: fabriclab nvidia-smi sched-worker1 -- -q
     """

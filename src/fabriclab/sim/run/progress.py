@@ -18,7 +18,7 @@ import time
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 ENV = "FABRICLAB_PROGRESS_FD"  # the pipe a detached up reports its phases on
 LABELS = {
@@ -89,7 +89,7 @@ class Display(Phases):
             TimeElapsedColumn(),
             console=console or Console(stderr=True),
         )
-        self.task: int | None = None
+        self.task: TaskID | None = None
         self.label = ""
         self.progress.start()
 
@@ -118,6 +118,7 @@ class Display(Phases):
 
     def close(self) -> None:
         self._finish()
+        self.task = None
         self.progress.stop()
 
 
