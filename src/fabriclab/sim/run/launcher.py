@@ -162,11 +162,11 @@ def _up_detached(
         inst = spawn_detached(req.foreground_argv(), req.name, log_file, relay=(relay, w))
     finally:
         os.close(w)
+    say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
     try:
         _wait_ready(req, inst, relay)
     finally:
         relay.close()
-    say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
     if req.with_sm:
         say("subnet up (OpenSM)")
 

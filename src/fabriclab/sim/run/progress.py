@@ -46,25 +46,33 @@ class Phases:
 
 class Lines(Phases):
     """Timestamped lines on ``stream``: ``HH:MM:SS [  0.4 s] serving: …`` (seconds
-    since the first phase)."""
+    since the first phase).  The first phase's line waits for the second: a spec or an
+    option refused while the model is built is the one line of its error alone."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream
         self.start: float | None = None
         self.current = ""
         self.said = ("", 0.0)  # the last detail line and when
+        self.held: str | None = None  # the first phase's line, until the second begins
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, hold: bool = False) -> None:
         now = time.monotonic()
         self.start = now if self.start is None else self.start
+        line = f"{time.strftime('%H:%M:%S')} [{now - self.start:6.1f} s] {text}\n"
+        if hold:
+            self.held = line
+            return
         stream = self.stream or sys.stderr
         with contextlib.suppress(OSError, ValueError):
-            stream.write(f"{time.strftime('%H:%M:%S')} [{now - self.start:6.1f} s] {text}\n")
+            stream.write((self.held or "") + line)
             stream.flush()
+        self.held = None
 
     def phase(self, name: str, detail: str = "") -> None:
         self.current = LABELS.get(name, name)
-        self._line(f"{self.current}: {detail}" if detail else self.current)
+        first = self.start is None
+        self._line(f"{self.current}: {detail}" if detail else self.current, hold=first)
         self.said = (detail, time.monotonic())
 
     def update(self, detail: str) -> None:
