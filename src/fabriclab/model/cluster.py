@@ -225,7 +225,9 @@ class Cluster:
                     info.down += 1
         return [out[k] for k in sorted(out)]
 
-    def locate(self, text: str | None, *, switches: bool = False) -> tuple[Port | None, str]:
+    def locate(
+        self, text: str | None, *, switches: bool = False, nearest: bool = True
+    ) -> tuple[Port | None, str]:
         """The port ``text`` names, and its node (``port.node``), or (None, why not).
 
         A CA port: ``HOST`` (the tray's first HCA), ``HOST:HCA`` or ``HOST/HCA``,
@@ -233,14 +235,16 @@ class Cluster:
         (``0x…``); a CA is reached at its first cabled port.  None names the first
         tray's first HCA (the first CA when no tray has one).  Where the caller allows
         ``switches`` (where an SM or a tool may run on a managed switch), also a switch
-        by description, name, id or GUID, at its port 0, and any node with ``:PORT``."""
+        by description, name, id or GUID, at its port 0, and any node with ``:PORT``.
+        A name that names nothing comes with the nearest names (unless not ``nearest``:
+        the caller tries it as something else first)."""
         port, problem = self._ca_port(text)
         if port is not None or text is None:
             return port, problem
         found = self._switch_port(text) if switches else None
         if found is not None:
             return found
-        if problem.startswith(UNKNOWN):  # the nearest names, a port number aside
+        if nearest and problem.startswith(UNKNOWN):  # the nearest names, a port number aside
             head, _, tail = text.rpartition(":")
             name = head if head and tail.isdigit() else text
             problem += self.did_you_mean(name.replace(":", "/"))

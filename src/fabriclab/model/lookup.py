@@ -102,13 +102,13 @@ def _resolve(cluster: Cluster, text: str, lids: Lids) -> list[tuple[Node, int | 
         return [(h, None) for h in tray.hcas]
     end = parse_endpoint(text)
     if end is not None:
-        port, problem = cluster.locate(f"{end[0]}:{end[1]}", switches=True)
+        port, problem = cluster.locate(f"{end[0]}:{end[1]}", switches=True, nearest=False)
         if port is None and problem.startswith(UNKNOWN):
             raise _nothing(cluster, text, end[0])
         if port is None:
             raise InputError([Problem(text, problem)])
         return [(port.node, port.num)]
-    port, problem = cluster.locate(text, switches=True)
+    port, problem = cluster.locate(text, switches=True, nearest=False)
     if port is not None:
         return [(port.node, None)]
     if not problem.startswith(UNKNOWN):
