@@ -64,13 +64,14 @@ def test_connect_without_a_name_among_several_lists_them(lab: Fabric, state: Pat
     other.note_server(os.getpid())  # a live process: its record counts as a fabric up
     other.save()
     try:
-        with pytest.raises(InputError) as e:
+        with pytest.raises(NotRunning) as e:
             Fabric.connect()
     finally:
         other.path.unlink()
     [p] = e.value.problems
-    assert p.where == "fabric"
-    assert p.what == f"2 fabrics are up ({', '.join(sorted([lab.name, 'other']))}): name one"
+    assert p.where == "sim"
+    up = ", ".join(sorted([lab.name, "other"]))
+    assert p.what == f"no fabric named 'sim' is up; up: {up} — name one with --name"
 
 
 def test_connect_without_a_name_and_none_up(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -78,7 +79,9 @@ def test_connect_without_a_name_and_none_up(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("FABRICLAB_STATE_DIR", str(empty))
     with pytest.raises(NotRunning) as e:
         Fabric.connect()
-    assert [str(p) for p in e.value.problems] == [f"fabric: no fabric is up (nothing in {empty})"]
+    assert [str(p) for p in e.value.problems] == [
+        f"sim: no fabric named 'sim' is up, nor any other ({empty})"
+    ]
 
 
 def test_a_fault_is_listed_logged_and_cleared(lab: Fabric) -> None:

@@ -114,7 +114,14 @@ def test_a_partly_faulted_tray_default_and_topograph(su):
 
 @pytest.mark.parametrize(
     ("host", "gpus", "what"),
-    [("gb-r99-t01", None, "no such tray"), (TRAY, [4], "no GPU 4 (the tray has GPUs 0-3)")],
+    [
+        (
+            "gb-r99-t01",
+            None,
+            "no such tray in this fabric (did you mean 'gb-r08-t01', 'gb-r07-t01', 'gb-r06-t01'?)",
+        ),
+        (TRAY, [4], "no GPU 4 (the tray has GPUs 0-3)"),
+    ],
 )
 def test_a_bad_target_changes_nothing(su, host, gpus, what):
     with pytest.raises(InputError) as e:

@@ -85,20 +85,12 @@ class Fabric:
 
     @classmethod
     def connect(cls, name: str | None = None, *, timeout: float = REQUEST_TIMEOUT) -> Fabric:
-        """The running fabric ``name``; with None, the only fabric that is up (an error
-        lists them when there are several, or says there is none)."""
-        if name is not None:
-            records.check_name(name)
-            Instance.load(name)  # NotRunning when it is not up
-            return cls(name, timeout=timeout)
-        up = [inst.name for inst in records.running()]
-        if not up:
-            raise NotRunning([Problem("fabric", f"no fabric is up (nothing in {state_dir()})")])
-        if len(up) > 1:
-            raise InputError(
-                [Problem("fabric", f"{len(up)} fabrics are up ({', '.join(up)}): name one")]
-            )
-        return cls(up[0], timeout=timeout)
+        """The running fabric ``name``; with None, 'sim' if it is up, else the only
+        fabric that is up (an error lists them when there are several, or says there is
+        none), as the commands choose without ``--name``."""
+        name = records.choose(name)
+        Instance.load(name)  # NotRunning when it is not up
+        return cls(name, timeout=timeout)
 
     @classmethod
     def up(

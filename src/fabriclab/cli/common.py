@@ -59,12 +59,26 @@ TraysOpt = typer.Option(
 )
 OutputOpt = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")
 NameOpt = typer.Option(
+    None,
+    "--name",
+    "-n",
+    help="The running fabric's name (default: 'sim' if it is up, else the only fabric up).",
+)
+UpNameOpt = typer.Option(
     "sim",
     "--name",
     "-n",
-    help="The running fabric's name; its sockets are named after it (libumad2sim's "
+    help="The fabric's name; its sockets are named after it (libumad2sim's "
     "IBSIM_SOCKNAME; ibsim's default is 'sim').",
 )
+
+
+def fabric_name(name: str | None) -> str:
+    """The running fabric a command means: ``--name`` when given, else 'sim' if it is up,
+    else the only fabric up (an error lists those up when there are several)."""
+    from ..sim.run.records import choose
+
+    return choose(name)
 
 
 # --- declaring commands ----------------------------------------------------------------

@@ -14,8 +14,10 @@ from .common import (
     NameOpt,
     SpecArg,
     TraysOpt,
+    UpNameOpt,
     after_dashes,
     command,
+    fabric_name,
     group,
     load_cluster,
     print_json,
@@ -45,7 +47,7 @@ ViaOpt = typer.Option(
 @command(commands)
 def up(
     spec: str = SpecArg,
-    name: str = NameOpt,
+    name: str = UpNameOpt,
     detach: bool = typer.Option(
         False, "--detach", "-d", help="Run in the background; 'fabriclab down' stops it."
     ),
@@ -175,14 +177,15 @@ def up(
 
 
 @command(commands)
-def down(name: str = NameOpt) -> None:
+def down(name: str | None = NameOpt) -> None:
     """Stop a fabric that is up (and its OpenSM).
 
     Example: fabriclab down --name lab
     """
-    from ..sim.run import launcher
+    from ..sim.run import records
 
-    inst = launcher.stop(name)
+    name = fabric_name(name)
+    inst = records.stop(name)
     say(f"fabric {name!r} down (pid {inst.pid})")
 
 
@@ -210,7 +213,7 @@ def exec_(
         ..., help="Where the tool runs: HOST, HOST:HCA[:PORT], a CA or switch."
     ),
     command: list[str] = typer.Argument(..., help="The tool and its arguments (after --)."),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
     via: str = ViaOpt,
     mount: bool = typer.Option(
         False,
@@ -230,6 +233,7 @@ def exec_(
     from ..sim.run import tools
 
     command = after_dashes(command)
+    name = fabric_name(name)
     if not command:
         raise InputError([Problem("exec", "no command given (fabriclab exec NODE -- CMD ...)")])
     if command[0] == "nvidia-smi":  # the tray's GPUs: answered by the running fabric
@@ -244,7 +248,7 @@ def exec_(
 def shims(
     node: str = typer.Argument(..., help="The tray (or HOST:HCA, CA) the tools run as."),
     directory: Path = typer.Argument(..., help="Where to write the wrappers (a bin dir for PATH)."),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
     via: str = ViaOpt,
 ) -> None:
     """Write a bin directory of wrappers (ibnetdiscover, ibstat, perfquery, ..., nvidia-smi,
@@ -257,5 +261,5 @@ def shims(
     """
     from ..sim.run import tools
 
-    written = tools.shims(name, node, directory, load=load_cluster, via=via)
+    written = tools.shims(fabric_name(name), node, directory, load=load_cluster, via=via)
     say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")

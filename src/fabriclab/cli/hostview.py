@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import NameOpt, after_dashes, command, group, say, write
+from .common import NameOpt, after_dashes, command, fabric_name, group, say, write
 
 commands = group("A tray's view of the running fabric.", panel="A tray's view")
 
@@ -21,7 +21,7 @@ def sysfs(
     directory: Path = typer.Argument(
         ..., metavar="DIR", help="The sys root to write (DIR/class/infiniband/...)."
     ),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
     period: str = typer.Option(
         "1s", "--period", help="Time between refreshes (1, 0.5, 500ms, 1m; 50ms to 1h)."
     ),
@@ -35,25 +35,29 @@ def sysfs(
     from ..sim.live.durations import seconds
     from ..sim.run import tools
 
+    name = fabric_name(name)
     every = seconds(period, "--period", 0.05, 3600)
-    n = tools.keep_sysfs(name, tray, directory, every, once=once)
+    tools.keep_sysfs(name, tray, directory, every, once=once)
     if not once:
-        say(f"fabric {name!r} stopped; {directory} left as last written ({n} refreshes)")
+        say(f"fabric {name!r} stopped: the tree at {directory} is no longer kept live")
 
 
 @command(commands, "nvidia-smi", context_settings={"allow_interspersed_args": False})
 def nvidia_smi(
     tray: str = typer.Argument(..., help="The tray whose GPUs answer."),
     args: list[str] | None = typer.Argument(
-        None, help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]."
+        None,
+        help="After --: -q, or --query-gpu=FIELDS --format=csv[,noheader]; none: the "
+        "summary screen.",
     ),
-    name: str = NameOpt,
+    name: str | None = NameOpt,
 ) -> None:
     """Print what nvidia-smi prints on TRAY of the running fabric now, its NVLink faults
-    included: -q (the Fabric section) or the --query-gpu form topograph uses.
+    included: with no arguments its summary screen, -q (the Fabric section) or the
+    --query-gpu form topograph uses.
 
     Example: fabriclab nvidia-smi sched-worker1 -- -q
     """
     from ..sim.run import tools
 
-    write(tools.nvidia_smi(name, tray, after_dashes(args)), None)
+    write(tools.nvidia_smi(fabric_name(name), tray, after_dashes(args)), None)

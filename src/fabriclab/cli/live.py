@@ -14,9 +14,18 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from ..errors import InputError, Problem
 from . import traffic_view as view
-from .common import JsonOpt, NameOpt, command, group, print_json, say, show, table
+from .common import (
+    JsonOpt,
+    NameOpt,
+    command,
+    fabric_name,
+    group,
+    print_json,
+    say,
+    show,
+    table,
+)
 
 # The fabric server's modules (numpy, scipy) are imported by the commands that use them:
 # the others start without loading them.
@@ -53,10 +62,15 @@ for name, sub in (
 ):
     commands.add_typer(sub, name=name, rich_help_panel=PANEL)
 
-SubNameOpt = typer.Option(None, "--name", "-n", help="The fabric's name (default 'sim').")
+SubNameOpt = typer.Option(
+    None,
+    "--name",
+    "-n",
+    help="The fabric's name (default: 'sim' if it is up, else the only fabric up).",
+)
 
 
-def _group_name(ctx: typer.Context, name: str = NameOpt) -> None:
+def _group_name(ctx: typer.Context, name: str | None = NameOpt) -> None:
     ctx.obj = name
 
 
@@ -68,7 +82,7 @@ def _live(ctx: typer.Context, name: str | None, req: dict):
     """The running fabric's answer to ``req`` (its name given to the command or its group)."""
     from ..sim.run import admin
 
-    return admin.request(name or ctx.obj or "sim", req)
+    return admin.request(fabric_name(name or ctx.obj), req)
 
 
 # --- subcommands declared as data --------------------------------------------------------
@@ -339,46 +353,6 @@ def traffic_list(
         print_json(r)
         return
     view.show_listing(r)
-
-
-# --- events ------------------------------------------------------------------------------
-
-EVENT_COLUMNS = ("id", "timestamp", "severity", "event_type", "name", "object_name", "description")
-
-
-@command(commands)
-def events(
-    name: str = NameOpt,
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
-    json_out: bool = typer.Option(False, "--json", help="JSON lines, as the log keeps them."),
-) -> None:
-    """The fabric's event log (faults, their clearing, links retraining, thresholds).
-
-    Example: fabriclab events --follow
-    """
-    from ..sim.live import events as event_log
-    from ..sim.run import records
-    from ..statedir import state_dir
-
-    records.check_name(name)
-    path = event_log.events_path(state_dir(), name)
-    if not path.exists():
-        raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])
-    evs, offset = event_log.read_new(path, 0)
-    line = event_log.line if json_out else _event_summary
-    if json_out or follow:
-        for e in evs:
-            show(line(e))
-    else:
-        rows = [[str(e.get(c, "")) for c in EVENT_COLUMNS] for e in evs]
-        table(f"events of {name!r}", EVENT_COLUMNS, rows)
-    if follow:
-        for e in event_log.follow(path, offset):
-            show(line(e))
-
-
-def _event_summary(e: dict) -> str:
-    return "  ".join(str(e.get(c, "")) for c in EVENT_COLUMNS)
 
 
 # --- scenario, clock ---------------------------------------------------------------------

@@ -6,7 +6,16 @@ from __future__ import annotations
 import typer
 
 from ..errors import InputError, Problem
-from .common import JsonOpt, TraysOpt, command, group, load_cluster, print_json, table
+from .common import (
+    JsonOpt,
+    TraysOpt,
+    command,
+    fabric_name,
+    group,
+    load_cluster,
+    print_json,
+    table,
+)
 
 commands = group("Names into LIDs and GUIDs.", panel="Running a fabric")
 
@@ -27,7 +36,8 @@ def locate(
         "--name",
         "-n",
         metavar="FABRIC",
-        help="A running fabric: the LIDs its SM has given now (default, without SPEC: 'sim').",
+        help="A running fabric: the LIDs its SM has given now (default, without SPEC: 'sim' "
+        "if it is up, else the only fabric up).",
     ),
     trays: int | None = TraysOpt,
     json_out: bool = JsonOpt,
@@ -51,7 +61,7 @@ def locate(
             raise InputError([Problem("--trays", "scales a SPEC, not a running fabric")])
         from ..sim.run import admin
 
-        found = admin.request(fabric or "sim", {"op": "locate", "name": name})
+        found = admin.request(fabric_name(fabric), {"op": "locate", "name": name})
     if json_out:
         print_json(found)
         return

@@ -9,7 +9,17 @@ from pathlib import Path
 import typer
 
 from ..errors import InputError, Problem
-from .common import OutputOpt, TraysOpt, command, group, load_cluster, say, warn, write
+from .common import (
+    OutputOpt,
+    TraysOpt,
+    command,
+    fabric_name,
+    group,
+    load_cluster,
+    say,
+    warn,
+    write,
+)
 
 commands = group("Scheduler topology.", panel="Scheduler topology")
 
@@ -97,6 +107,7 @@ def topology(
             )
         from ..sim.run import admin
 
+        live = fabric_name(live)
         shown = admin.request(live, {"op": "topology-inputs", "from": live_from})
         views = topology_inputs.from_views(
             live, shown["ibnetdiscover"], shown["nvidia_smi"], shown.get("cluster")

@@ -79,9 +79,12 @@ def render_query(tray: Tray, args: list[str]) -> str:
 
 
 def render(tray: Tray, args: list[str]) -> str:
-    """What ``nvidia-smi ARGS`` prints on this tray: ``-q`` (its Fabric part) or the
-    query form (topograph's query by default)."""
-    args = args or TOPOGRAPH_QUERY.split()
+    """What ``nvidia-smi ARGS`` prints on this tray: with no arguments its summary
+    screen, ``-q`` (its Fabric part) or the query form (topograph's)."""
+    if not args:
+        from .nvidia_smi_screen import render_summary
+
+        return render_summary(tray)
     return render_q_fabric(tray) if args == ["-q"] else render_query(tray, args)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -9,6 +10,8 @@ from ..errors import InputError, Problem
 from .fabric import Fabric, Node, Port
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+SUGGESTED = 3  # names suggested for one that names nothing
+UNKNOWN = "no tray, CA or node"  # how a problem of :meth:`Cluster.locate` naming nothing starts
 
 # A host's HCA describes itself "<host> <hca>": what rdma-core's rdma-ndd writes by default
 # (DEFAULT_ND_FORMAT "%h %d", hostname and device, rdma-ndd/rdma-ndd.c), and what the
@@ -138,6 +141,37 @@ class Cluster:
         """The tray of a host name, if there is one."""
         return self._trays_by_host().get(host)
 
+    def nearest(self, text: str, trays: bool = False) -> list[str]:
+        """The names nearest ``text`` (at most SUGGESTED, nearest first): trays,
+        HOST/HCA, switches and CAs by name or description (each shown by its name), or
+        with ``trays`` the trays alone."""
+        names = {t.host: t.host for t in self.trays} if trays else self._names()
+        near = difflib.get_close_matches(text, names, n=SUGGESTED * 2, cutoff=0.6)
+        return list(dict.fromkeys(names[n] for n in near))[:SUGGESTED]
+
+    def did_you_mean(self, text: str, trays: bool = False) -> str:
+        """`` (did you mean 'a', 'b'?)`` of :meth:`nearest`, or nothing when none is near."""
+        shown = self.nearest(text, trays)
+        return f" (did you mean {', '.join(map(repr, shown))}?)" if shown else ""
+
+    def no_tray(self, host: str) -> Problem:
+        """The problem of ``host`` naming no tray, with the nearest trays."""
+        return Problem(host, f"no such tray in this fabric{self.did_you_mean(host, trays=True)}")
+
+    def _names(self) -> dict[str, str]:
+        """The names a user may give (trays, HOST/HCA, node names and descriptions), each
+        to the name it is shown by (a node's description to its name)."""
+        cached = getattr(self, "_all_names", None)
+        if cached is None:
+            cached = {t.host: t.host for t in self.trays}
+            for n in self.fabric.nodes:
+                shown = f"{n.host}/{n.hca}" if n.host and n.hca else (n.name or n.desc)
+                for x in (n.name, n.desc, shown):
+                    if x:
+                        cached.setdefault(x, shown)
+            self._all_names = cached
+        return cached
+
     def _trays_by_host(self) -> dict[str, Tray]:
         cached = getattr(self, "_by_host", None)
         if cached is None or len(cached) != len(self.trays):
@@ -163,7 +197,7 @@ class Cluster:
     def _gpus(self, host: str, gpus: list[int] | None) -> list[Gpu]:
         tray = self.tray(host)
         if tray is None:
-            raise InputError([Problem(host, "no such tray")])
+            raise InputError([self.no_tray(host)])
         if not tray.gpus:
             raise InputError([Problem(host, "the tray has no GPUs")])
         if gpus is None:
@@ -191,7 +225,9 @@ class Cluster:
                     info.down += 1
         return [out[k] for k in sorted(out)]
 
-    def locate(self, text: str | None, *, switches: bool = False) -> tuple[Port | None, str]:
+    def locate(
+        self, text: str | None, *, switches: bool = False, nearest: bool = True
+    ) -> tuple[Port | None, str]:
         """The port ``text`` names, and its node (``port.node``), or (None, why not).
 
         A CA port: ``HOST`` (the tray's first HCA), ``HOST:HCA`` or ``HOST/HCA``,
@@ -199,10 +235,23 @@ class Cluster:
         (``0x…``); a CA is reached at its first cabled port.  None names the first
         tray's first HCA (the first CA when no tray has one).  Where the caller allows
         ``switches`` (where an SM or a tool may run on a managed switch), also a switch
-        by description, name, id or GUID, at its port 0, and any node with ``:PORT``."""
+        by description, name, id or GUID, at its port 0, and any node with ``:PORT``.
+        A name that names nothing comes with the nearest names (unless not ``nearest``:
+        the caller tries it as something else first)."""
         port, problem = self._ca_port(text)
-        if port is not None or not switches or text is None:
+        if port is not None or text is None:
             return port, problem
+        found = self._switch_port(text) if switches else None
+        if found is not None:
+            return found
+        if nearest and problem.startswith(UNKNOWN):  # the nearest names, a port number aside
+            head, _, tail = text.rpartition(":")
+            name = head if head and tail.isdigit() else text
+            problem += self.did_you_mean(name.replace(":", "/"))
+        return None, problem
+
+    def _switch_port(self, text: str) -> tuple[Port | None, str] | None:
+        """:meth:`locate` for a switch, or any node with ``:PORT`` (None: no node)."""
         fabric = self.fabric
         node = fabric.find(text)
         num = None
@@ -211,14 +260,14 @@ class Cluster:
             if tail.isdigit():
                 node, num = fabric.find(head), int(tail)
         if node is None:
-            return None, problem
+            return None
         if num is not None:
             if not (0 if node.is_switch else 1) <= num <= node.nports or node.ports[num] is None:
                 return None, f"{node.desc!r} has no port {num}"
             return node.ports[num], ""
         if node.is_switch:
             return node.ports[0], ""
-        return None, problem
+        return None
 
     def _ca_port(self, text: str | None) -> tuple[Port | None, str]:
         """:meth:`locate` for a CA port."""
@@ -255,7 +304,7 @@ class Cluster:
             else:
                 node = fabric.find(text)
                 if node is None:
-                    return None, f"no tray, CA or node {text!r} in this fabric"
+                    return None, f"{UNKNOWN} {text!r} in this fabric"
                 if node.is_switch:
                     return None, f"{text!r} is a switch; run from a tray or CA"
         if port_num is not None:

@@ -12,19 +12,17 @@ given now (a cold fabric's are 0 until it has).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 from ..errors import InputError, Problem
 from ..ib.ids import LID_MAX
 from ..spec.schema import parse_endpoint
-from .cluster import Cluster
+from .cluster import UNKNOWN, Cluster
 from .fabric import Node, Port
 
 # (base LID, LMC) of a port: a switch port shows the switch's (port 0's)
 Lids = Callable[[Port], tuple[int, int]]
 Peer = Callable[[Port], "Port | None"]
-SUGGESTED = 3  # names suggested for one that names nothing
 
 
 def planned_lids(port: Port) -> tuple[int, int]:
@@ -104,16 +102,16 @@ def _resolve(cluster: Cluster, text: str, lids: Lids) -> list[tuple[Node, int | 
         return [(h, None) for h in tray.hcas]
     end = parse_endpoint(text)
     if end is not None:
-        port, problem = cluster.locate(f"{end[0]}:{end[1]}", switches=True)
-        if port is None and problem.startswith("no tray, CA or node"):
+        port, problem = cluster.locate(f"{end[0]}:{end[1]}", switches=True, nearest=False)
+        if port is None and problem.startswith(UNKNOWN):
             raise _nothing(cluster, text, end[0])
         if port is None:
             raise InputError([Problem(text, problem)])
         return [(port.node, port.num)]
-    port, problem = cluster.locate(text, switches=True)
+    port, problem = cluster.locate(text, switches=True, nearest=False)
     if port is not None:
         return [(port.node, None)]
-    if not problem.startswith("no tray, CA or node"):
+    if not problem.startswith(UNKNOWN):
         raise InputError([Problem(text, problem)])
     lid = _lid_number(text)
     if lid is not None:
@@ -147,22 +145,7 @@ def _by_lid(cluster: Cluster, lid: int, lids: Lids) -> Node | None:
 
 def _nothing(cluster: Cluster, text: str, name: str) -> InputError:
     """The error for ``name`` (in ``text``) naming nothing, with the nearest names."""
-    names = _names(cluster)
-    near = difflib.get_close_matches(name, names, n=SUGGESTED * 2, cutoff=0.6)
-    shown = list(dict.fromkeys(names[n] for n in near))[:SUGGESTED]
-    hint = f" (did you mean {', '.join(map(repr, shown))}?)" if shown else ""
+    hint = cluster.did_you_mean(name)
     return InputError(
         [Problem(text, f"no tray, switch, HCA, GUID or LID {name!r} in this fabric{hint}")]
     )
-
-
-def _names(cluster: Cluster) -> dict[str, str]:
-    """The names a user may give (trays, HOST/HCA, node names and descriptions), each
-    to the name it is shown by (a node's description to its name)."""
-    names = {t.host: t.host for t in cluster.trays}
-    for n in cluster.fabric.nodes:
-        shown = f"{n.host}/{n.hca}" if n.host and n.hca else (n.name or n.desc)
-        for x in (n.name, n.desc, shown):
-            if x:
-                names.setdefault(x, shown)
-    return names

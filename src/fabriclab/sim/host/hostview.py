@@ -48,7 +48,7 @@ def tray_view(cluster: Cluster, sim: SimFabric, host: object) -> dict:
     tray, or more HCAs than libibumad lists)."""
     tray = cluster.tray(host) if isinstance(host, str) else None
     if tray is None:
-        raise InputError([Problem(str(host), "no such tray in this fabric")])
+        raise InputError([cluster.no_tray(str(host))])
     host = tray.host
     if len(tray.hcas) > HCAS_MAX:
         raise InputError(

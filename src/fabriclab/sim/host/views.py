@@ -87,7 +87,7 @@ def nvidia_smi_on(cluster: Cluster, host: str, args: list[str]) -> str:
     name = host.replace("/", ":").split(":")[0]
     tray = cluster.tray(name)
     if tray is None:
-        raise InputError([Problem(host, "no such tray in this fabric")])
+        raise InputError([cluster.no_tray(host)])
     if not tray.gpus:
         raise InputError([Problem(host, "the tray has no GPUs")])
     return nvidia_smi.render(tray, [str(a) for a in args])

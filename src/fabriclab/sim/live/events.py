@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,10 +169,16 @@ def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
     return _events(data[:end]), offset + end
 
 
-def follow(path: Path, offset: int, poll: float = 0.2) -> Iterator[dict]:
+def follow(
+    path: Path, offset: int, poll: float = 0.2, running: Callable[[], bool] = lambda: True
+) -> Iterator[dict]:
     """Each event written to ``path`` after byte ``offset``, as it is written (the log is
-    looked at every ``poll`` seconds); it never ends (``fabriclab events --follow``)."""
+    looked at every ``poll`` seconds), until ``running()`` says the fabric has stopped
+    (the events it wrote before are still given) (``fabriclab events --follow``)."""
     while True:
         time.sleep(poll)
+        up = running()
         evs, offset = read_new(path, offset)
         yield from evs
+        if not up:
+            return

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -29,9 +28,10 @@ from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.server import FabricServer
+from . import progress
 from .admin import AdminServer, admin_path
-from .opensm import SmOptions, sm_gone, start_sm, subnet_up
-from .records import Instance, NotRunning, check_name, signal_recorded
+from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
+from .records import Instance, NotRunning, check_name
 from .records import running as running_records
 from .tools import Loader, Say, python_argv
 
@@ -96,6 +96,22 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     policy = admission.Policy(
         uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
     )
+    phases = progress.shown() if req.detach else progress.for_server()
+    try:
+        _up(req, addr, policy, load, say, phases)
+    finally:
+        phases.close()
+
+
+def _up(
+    req: UpRequest,
+    addr: tuple[str, int] | None,
+    policy: admission.Policy,
+    load: Loader,
+    say: Say,
+    phases: progress.Phases,
+) -> None:
+    phases.phase("building", req.spec + (f", {req.trays} trays" if req.trays else ""))
     cluster = load(req.spec, req.trays)
     for pair in req.swaps:  # serve a miswired fabric: the spec stays the intended one
         a, sep, b = pair.partition(",")
@@ -125,38 +141,54 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
                 [Problem("--sm-at", problem or "the fabric has no tray to run OpenSM on")]
             )
     log_file = state_dir(create=True) / f"{req.name}.log"
+    networks = policy.networks
     if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
         say(
             f"warning: UDP {addr[0]}:{addr[1]}: the ibsim protocol has no authentication: "
             f"any host in {','.join(map(str, networks))} can attach and drive the fabric"
         )
     if req.detach:
-        _up_detached(req, cluster, log_file, say)
+        _up_detached(req, cluster, log_file, say, phases)
     else:
-        _serve(req, cluster, addr, policy, log_file, say)
+        _serve(req, cluster, addr, policy, log_file, say, phases)
 
 
-def _up_detached(req: UpRequest, cluster: Cluster, log_file: Path, say: Say) -> None:
-    inst = spawn_detached(req.foreground_argv(), req.name, log_file)
+def _up_detached(
+    req: UpRequest, cluster: Cluster, log_file: Path, say: Say, phases: progress.Phases
+) -> None:
+    r, w = os.pipe()  # the detached up's phases come back on it
+    try:
+        relay = progress.Relay(r, phases)
+        inst = spawn_detached(req.foreground_argv(), req.name, log_file, relay=(relay, w))
+    finally:
+        os.close(w)
     say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
-    if not req.with_sm:
-        return
-    deadline = time.monotonic() + SM_WAIT
-    while not subnet_up(inst):
-        gone = sm_gone(inst)
-        if time.monotonic() > deadline or not inst.alive() or gone:
-            raise InputError(
-                [
-                    Problem(
-                        "--sm",
-                        gone
-                        or f"OpenSM did not bring the subnet up "
-                        f"(see {state_dir() / (req.name + '.opensm')})",
-                    )
-                ]
-            )
+    try:
+        _wait_ready(req, inst, relay)
+    finally:
+        relay.close()
+    if req.with_sm:
+        say("subnet up (OpenSM)")
+
+
+def _wait_ready(req: UpRequest, inst: Instance, relay: progress.Relay) -> None:
+    """Show the detached up's phases until it is ready (with OpenSM: the subnet up)."""
+    deadline = time.monotonic() + (SM_WAIT if req.with_sm else 10.0)
+    while time.monotonic() < deadline:
+        last = relay.pump()
+        if not req.with_sm and (last == "ready" or relay.fd is None):
+            return
+        if req.with_sm and subnet_up(inst):
+            if relay.pump() != "ready":  # the server says so at its next tick
+                relay.into.phase("ready", "subnet up (OpenSM)")
+            return
+        gone = sm_gone(inst) if req.with_sm else None
+        if gone or not inst.alive():
+            break
         time.sleep(0.1)
-    say("subnet up (OpenSM)")
+    if req.with_sm:
+        why = f"OpenSM did not bring the subnet up (see {state_dir() / (req.name + '.opensm')})"
+        raise InputError([Problem("--sm", sm_gone(inst) or why)])
 
 
 def _serve(
@@ -166,6 +198,7 @@ def _serve(
     policy: admission.Policy,
     log_file: Path,
     say: Say,
+    phases: progress.Phases,
 ) -> None:
     """Serve in this process until a signal; the record says so meanwhile."""
     logging.basicConfig(
@@ -174,6 +207,8 @@ def _serve(
         stream=sys.stderr,
     )
     name = req.name
+    where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
+    phases.phase("serving", where)
     start, _ = cluster.locate(None)
     srv = FabricServer(
         cluster.fabric,
@@ -184,7 +219,6 @@ def _serve(
         default_port=start,
         cold=req.cold or cluster.cold_start,
     )
-    where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
     try:
         srv.bind()
     except OSError as e:
@@ -221,11 +255,20 @@ def _serve(
         )
         inst.note_sm(sm_proc.pid)
         said: list[bool] = []
+        sm_log = SmLog(inst)
+        phases.phase("sweeping", "OpenSM starting")
 
         def watch_sm() -> None:
-            if not said and subnet_up(inst):
-                said.append(True)
-                say("subnet up (OpenSM)")
+            if said:
+                return
+            state = sm_log.poll()
+            if state != "SUBNET UP":
+                phases.update(f"{state}, {srv.stats.answered} MADs answered")
+                return
+            said.append(True)
+            say("subnet up (OpenSM)")
+            phases.phase("ready", f"subnet up (OpenSM), {srv.stats.answered} MADs answered")
+            phases.close()
 
         srv.on_tick.append(watch_sm)
     inst.save()
@@ -235,15 +278,14 @@ def _serve(
         f"fabric {name!r} up ({where}): {cluster.name}, {len(f.switches())} switches, "
         f"{len(f.cas())} CAs, {f.link_count()} links; Ctrl-C stops it"
     )
+    if sm_proc is None:
+        phases.phase("ready", f"{cluster.name}, {f.link_count()} links")
+        phases.close()
     try:
         srv.serve_forever()
     finally:
-        if sm_proc is not None and sm_proc.poll() is None:
-            sm_proc.terminate()
-            try:
-                sm_proc.wait(5)
-            except subprocess.TimeoutExpired:
-                sm_proc.kill()
+        if sm_proc is not None:
+            stop_sm(sm_proc, srv)
         admin.close()
         if link is not None:
             link.close()
@@ -338,32 +380,35 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
         ) from None
 
 
-def stop(name: str, timeout: float = 10.0) -> Instance:
-    """SIGTERM the fabric's server (and so its SM); SIGKILL after ``timeout``."""
-    inst = Instance.load(name)  # its pid is the recorded process, or this fails
-    server = (inst.pid, inst.start, inst.cmdline)
-    signal_recorded(*server, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while inst.alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if signal_recorded(*server, signal.SIGKILL):
-        while inst.alive():
-            time.sleep(0.05)
-    if inst.sm_pid:
-        signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
-    inst.path.unlink(missing_ok=True)
-    return inst
-
-
-def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0) -> Instance:
-    """Start ``fabriclab up …`` (``argv``) in the background; return once it is up."""
+def spawn_detached(
+    argv: list[str],
+    name: str,
+    log: Path,
+    timeout: float = 120.0,
+    relay: tuple[progress.Relay, int] | None = None,
+) -> Instance:
+    """Start ``fabriclab up …`` (``argv``) in the background; return once it is up.
+    ``relay``: where its phases are shown meanwhile, and the pipe's end it writes."""
     state_dir(create=True)
+    env = dict(os.environ)
+    fds: tuple[int, ...] = ()
+    if relay is not None:
+        env[progress.ENV] = str(relay[1])
+        fds = (relay[1],)
     with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            env=env,
+            pass_fds=fds,
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if relay is not None:
+            relay[0].pump()
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
             raise InputError(

@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ...statedir import state_dir
 from .records import Instance, signal_recorded
 from .tools import attach_env
 
+SM_GRACE = 3.0  # seconds OpenSM has to leave after SIGTERM before it is killed
 CONF_MAX = 1 << 20  # bytes of an opensm.conf or partitions.conf
 # OpenSM's routing engines (opensm -h, 3.3.23 and 3.3.24), and the words its -R list takes
 ROUTING_ENGINES = (
@@ -243,6 +245,35 @@ def _die_with_parent() -> None:
         pass
 
 
+class SmLog:
+    """OpenSM's state as its log tells it, read on from where it was last read: the last
+    state it entered (DISCOVERING, STANDBY, MASTER), then SUBNET UP."""
+
+    def __init__(self, inst: Instance):
+        self.path = state_dir() / f"{inst.name}.opensm" / "opensm.log"
+        self.offset = 0
+        self.state = "starting"
+
+    def poll(self) -> str:
+        """The state now (read at most a few MB of new log a call)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(_LOG_READ)
+        except OSError:
+            return self.state
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for m in _STATES.finditer(data[:end]):
+            self.state = "SUBNET UP" if m.group(0) == b"SUBNET UP" else m.group(1).decode()
+        return self.state
+
+
+_LOG_READ = 4 << 20
+# OpenSM's log lines "Entering MASTER state" and "SUBNET UP" (osm_state_mgr.c)
+_STATES = re.compile(rb"Entering (\w+) state|SUBNET UP")
+
+
 def subnet_up(inst: Instance) -> bool:
     """Whether the fabric's OpenSM (``--sm``) has logged SUBNET UP."""
     log = state_dir() / f"{inst.name}.opensm" / "opensm.log"
@@ -266,3 +297,40 @@ def sm_gone(inst: Instance) -> str | None:
     said = [ln for ln in lines if _SAID.match(ln)]
     what = (said or lines[-1:] or ["no output"])[0]
     return f"OpenSM exited before the subnet was up: {what[:300]} (see {out})"
+
+
+def stop_sm(proc: subprocess.Popen, srv, grace: float = SM_GRACE) -> None:
+    """Stop OpenSM (``proc``) promptly: SIGTERM, ``srv`` (the fabric server, its loop
+    ended) serving meanwhile (OpenSM sends its last MADs on the way out and waits for
+    their answers) until OpenSM has gone, SIGKILL after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        fd = os.pidfd_open(proc.pid)  # readable once OpenSM has exited (Linux 5.3+)
+    except (OSError, AttributeError):
+        fd = None
+    if fd is not None:
+        transport = srv.transport
+        deadline = time.monotonic() + grace
+        wake = transport.on_wake
+
+        def until_gone() -> float:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                srv.stop()
+            return min(wake(), max(left, 0.0))
+
+        transport.on_wake = until_gone
+        transport.watch(fd, srv.stop)
+        try:
+            srv.serve_forever()
+        finally:
+            transport.unwatch(fd)
+            os.close(fd)
+            transport.on_wake = wake
+    try:
+        proc.wait(0 if fd is not None else grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...errors import FabriclabError, InputError, Problem
+from ...ib.simwire import DEFAULT_NAME
 from ...statedir import open_state_file, state_dir
 from ..wire import procfs
 
@@ -185,3 +187,56 @@ def running() -> list[Instance]:
         except FabriclabError:
             continue
     return out
+
+
+def choose(name: str | None, default: str = DEFAULT_NAME) -> str:
+    """The fabric a command means: ``name`` when given; else ``default`` if it is up;
+    else the only fabric that is up; else NotRunning listing those that are up (or saying
+    none is)."""
+    if name is not None:
+        check_name(name)
+        return name
+    up = [inst.name for inst in running()]
+    if default in up:
+        return default
+    if len(up) == 1:
+        return up[0]
+    if not up:
+        raise NotRunning(
+            [Problem(default, f"no fabric named {default!r} is up, nor any other ({state_dir()})")]
+        )
+    raise NotRunning(
+        [
+            Problem(
+                default,
+                f"no fabric named {default!r} is up; up: {', '.join(up)} — name one with --name",
+            )
+        ]
+    )
+
+
+def is_up(name: str) -> bool:
+    """Whether fabric ``name`` is up (its server still the recorded process)."""
+    try:
+        Instance.load(name)
+    except FabriclabError:
+        return False
+    return True
+
+
+def stop(name: str, timeout: float = 10.0) -> Instance:
+    """SIGTERM the fabric's server (which stops its SM); SIGKILL after ``timeout``
+    (and its SM, if it is still there)."""
+    inst = Instance.load(name)  # its pid is the recorded process, or this fails
+    server = (inst.pid, inst.start, inst.cmdline)
+    signal_recorded(*server, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while inst.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if signal_recorded(*server, signal.SIGKILL):
+        while inst.alive():
+            time.sleep(0.05)
+    if inst.sm_pid:
+        signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
+    inst.path.unlink(missing_ok=True)
+    return inst

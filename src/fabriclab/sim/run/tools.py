@@ -39,7 +39,7 @@ from ..host import hostlib
 from ..host import sysfs as sysfs_tree
 from ..wire import procfs
 from . import admin
-from .records import Instance, NotRunning
+from .records import Instance, NotRunning, is_up
 
 UMAD2SIM_GLOBS = (
     "/usr/lib/*/umad2sim/libumad2sim.so",
@@ -310,7 +310,10 @@ def exec_mounted(name: str, tray: str, command: list[str], load: Loader) -> int:
     check_serving(inst)
     cluster = load(inst.spec, inst.trays)
     if cluster.tray(tray) is None:
-        raise InputError([Problem(tray, "no such tray in this fabric (--mount takes a tray)")])
+        hint = cluster.did_you_mean(tray, trays=True)
+        raise InputError(
+            [Problem(tray, f"no such tray in this fabric{hint} (--mount takes a tray)")]
+        )
     if os.geteuid() != 0:
         raise InputError([Problem("--mount", "needs root (it makes a private mount namespace)")])
     unshare = shutil.which("unshare")
@@ -345,16 +348,16 @@ def nvidia_smi(name: str, tray: str, args: list[str]) -> str:
 def keep_sysfs(name: str, tray: str, root: Path, period: float, once: bool = False) -> int:
     """Write ``tray``'s /sys/class/infiniband under ``root`` from the running fabric
     ``name`` every ``period`` seconds until the fabric stops (or once); how many times it
-    was written.  Only a first request that fails is an error: a fabric that goes later
-    leaves the tree as it last was."""
+    was written.  Only a first request that fails is an error: a fabric that stops later
+    (its connection refused or reset on the way) leaves the tree as it last was."""
     first = True
 
     def fetch() -> dict | None:
         nonlocal first
         try:
             view = admin.request(name, {"op": "tray", "host": tray}, timeout=60)
-        except (NotRunning, InputError):
-            if first:
+        except (FabriclabError, OSError):
+            if first or is_up(name):
                 raise
             return None
         first = False

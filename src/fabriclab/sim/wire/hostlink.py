@@ -208,9 +208,8 @@ class HostLink:
         if got is None:
             t = self.cluster.tray(tray)
             if t is None:
-                raise _Refusal(
-                    errno.ENODEV, f"{tray or '(no FABRICLAB_TRAY)'}: no such tray in this fabric"
-                )
+                p = self.cluster.no_tray(tray or "(no FABRICLAB_TRAY)")
+                raise _Refusal(errno.ENODEV, str(p))
             got = []
             for node in t.hcas[: hostview.HCAS_MAX]:
                 sn = self.sim.node_of(node)

@@ -15,6 +15,8 @@ It is assembled from parts with one job each:
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 from ...ib import simwire
 from ...model.fabric import Fabric
@@ -94,8 +96,13 @@ class FabricServer:
         self.transport.stop()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT stop the server."""
+        """SIGTERM and SIGINT stop the server at once: the signal wakes its loop (through
+        a pipe written when it comes), which would otherwise sleep on until its next
+        sweep."""
         self.transport.install_signal_handlers()
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        self.transport.watch(r, lambda: _drain(r))
 
     def close(self) -> None:
         """Detach every client and close every socket."""
@@ -114,3 +121,11 @@ class FabricServer:
         self.control.client_left()
         if cl.issm:
             self.sms.set_issm(cl, False)
+
+
+def _drain(fd: int) -> None:
+    """Read what a signal wrote to the wake-up pipe."""
+    try:
+        os.read(fd, 512)
+    except BlockingIOError:
+        pass

@@ -98,7 +98,10 @@ class Resolver:
         port, problem = self.cluster.locate(f"{name}:{num}", switches=True)
         if port is None:
             if problem.startswith("no tray, CA or node"):
-                problem = f"no switch, tray or HCA {name!r} in this fabric"
+                problem = (
+                    f"no switch, tray or HCA {name!r} in this fabric"
+                    + self.cluster.did_you_mean(name)
+                )
             raise self._fail(text, problem)
         sp = self.sim.port_of(port)
         if num == 0:
