@@ -266,8 +266,9 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     state = state_dir(create=True)
     meta = {"spec": req.spec, "trays": req.trays}
     doc = None
+    path = journal.journal_path(state, req.name)
     if req.resume:
-        doc = journal.load(journal.journal_path(state, req.name))
+        doc = journal.load(path)
         if doc.get("meta") != meta:
             raise InputError(
                 [
@@ -290,7 +291,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     engine.on_trap = srv.traps.bad_pkey
     live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
     if doc is not None:
-        live.restore(doc)
+        live.restore(doc, f"journal {path}")
     live.save()
     answer = functools.partial(admin_requests.answer, live)
     admin = AdminServer(admin_path(state, req.name), answer, srv.transport)

@@ -130,6 +130,25 @@ class TrafficEngine:
             dst.append(self._index(d, "to"))
         return self._add(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), bytes, rate)
 
+    def add_each(
+        self,
+        pairs: Sequence[tuple[SimPort, SimPort]],
+        sizes: Sequence[int | None],
+        rates: Sequence[float | None],
+    ) -> range:
+        """Start a flow for each (src, dst) pair now, each with its own ``bytes`` and
+        ``rate`` (None: without one); their ids, consecutive.  One routing pass for
+        them all (a journal's flows, :func:`.commands.restore_flows`)."""
+        src = np.array([self._index(s, "from") for s, _ in pairs], dtype=np.int64)
+        dst = np.array([self._index(d, "to") for _, d in pairs], dtype=np.int64)
+        size = np.array([-1 if b is None else b for b in sizes], dtype=np.int64)
+        limit = np.array([np.inf if r is None else r for r in rates], dtype=np.float64)
+        if not len(size) == len(limit) == len(src):
+            raise InputError("one size and one rate for each flow", "traffic")
+        if ((size < 1) & (size != -1)).any() or not ((limit > 0) & (limit <= np.inf)).all():
+            raise InputError("bytes must be at least 1 and rates positive", "traffic")
+        return self._add(src, dst, size, limit)
+
     def all_to_all(
         self,
         ports: Sequence[SimPort],
@@ -250,7 +269,32 @@ class TrafficEngine:
             raise InputError(f"no flow {id!r} (flows are 1..{self._f.n})", "traffic")
         return id - 1
 
-    def _add(self, src: np.ndarray, dst: np.ndarray, size: int | None, rate: float | None):
+    def _add(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        size: int | np.ndarray | None,
+        rate: float | np.ndarray | None,
+    ):
+        if not isinstance(size, np.ndarray):  # (arrays: one of each per flow, add_each)
+            self._check(size, rate)
+            size = -1 if size is None else int(size)
+            rate = np.inf if rate is None else float(rate)
+        same = src == dst
+        if same.any():
+            p = self._snapshot().ports[int(src[np.argmax(same)])]
+            raise InputError(f"a flow from {p.ref()} to itself", "traffic")  # type: ignore[union-attr]
+        self.advance()  # what ran so far ran without the new flows
+        f = self._f
+        s = f.extend(len(src))
+        f.src[s], f.dst[s] = src, dst
+        f.size[s], f.limit[s] = size, rate
+        self._rates_stale = True
+        self._prepare()
+        return range(s.start + 1, s.stop + 1)
+
+    @staticmethod
+    def _check(size, rate) -> None:
         if size is not None and (
             isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1
         ):
@@ -261,19 +305,6 @@ class TrafficEngine:
             or not 0 < rate < np.inf
         ):
             raise InputError(f"rate must be a positive number of bytes/s, not {rate!r}", "traffic")
-        same = src == dst
-        if same.any():
-            p = self._snapshot().ports[int(src[np.argmax(same)])]
-            raise InputError(f"a flow from {p.ref()} to itself", "traffic")  # type: ignore[union-attr]
-        self.advance()  # what ran so far ran without the new flows
-        f = self._f
-        s = f.extend(len(src))
-        f.src[s], f.dst[s] = src, dst
-        f.size[s] = -1 if size is None else int(size)
-        f.limit[s] = np.inf if rate is None else float(rate)
-        self._rates_stale = True
-        self._prepare()
-        return range(s.start + 1, s.stop + 1)
 
     # --- routes and rates -------------------------------------------------------------
 
