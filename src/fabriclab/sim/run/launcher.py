@@ -5,6 +5,7 @@ detached: the same command run again in the background), the real OpenSM beside 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -142,20 +143,25 @@ def _up_detached(req: UpRequest, cluster: Cluster, log_file: Path, say: Say) -> 
     if not req.with_sm:
         return
     deadline = time.monotonic() + SM_WAIT
-    while not subnet_up(inst):
-        gone = sm_gone(inst)
-        if time.monotonic() > deadline or not inst.alive() or gone:
-            raise InputError(
-                [
-                    Problem(
-                        "--sm",
-                        gone
-                        or f"OpenSM did not bring the subnet up "
-                        f"(see {state_dir() / (req.name + '.opensm')})",
-                    )
-                ]
-            )
-        time.sleep(0.1)
+    try:
+        while not subnet_up(inst):
+            gone = sm_gone(inst)
+            if time.monotonic() > deadline or not inst.alive() or gone:
+                raise InputError(
+                    [
+                        Problem(
+                            "--sm",
+                            gone
+                            or f"OpenSM did not bring the subnet up "
+                            f"(see {state_dir() / (req.name + '.opensm')})",
+                        )
+                    ]
+                )
+            time.sleep(0.1)
+    except BaseException:  # up failed or was given up: it leaves no server behind
+        with contextlib.suppress(NotRunning):
+            stop(req.name)
+        raise
     say("subnet up (OpenSM)")
 
 
@@ -364,29 +370,43 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise InputError(
-                [
-                    Problem(
-                        name,
-                        "the fabric server exited: "
-                        + (" / ".join(tail) or f"status {proc.returncode}"),
-                    )
-                ]
-            )
-        try:
-            inst = Instance.load(name)
-            if inst.pid == proc.pid:
-                return inst
-        except NotRunning:
-            pass
-        time.sleep(0.05)
-    proc.kill()
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise InputError(
+                    [
+                        Problem(
+                            name,
+                            "the fabric server exited: "
+                            + (" / ".join(tail) or f"status {proc.returncode}"),
+                        )
+                    ]
+                )
+            try:
+                inst = Instance.load(name)
+                if inst.pid == proc.pid:
+                    return inst
+            except NotRunning:
+                pass
+            time.sleep(0.05)
+    except BaseException:  # up gave up (Ctrl-C, an error): nothing of it runs on
+        _kill_session(proc)
+        raise
+    _kill_session(proc)
     raise InputError(
         [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
     )
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and what it started in its process group, and reap it (its
+    OpenSM dies with it; a record it wrote is stale, removed when next read)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: its group is its pid
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
