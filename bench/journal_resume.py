@@ -9,10 +9,12 @@ Target: 20,000 flows resumed <= 2 s.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import sys
+import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from fabriclab.model.build import build
@@ -21,10 +23,28 @@ from fabriclab.sim.live import journal
 from fabriclab.sim.live.api import LiveFabric
 from fabriclab.sim.live.clock import VirtualClock
 from fabriclab.sim.live.traffic.engine import TrafficEngine
+from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from helpers import served  # noqa: E402  (the tests' in-process server)
+_count = itertools.count()
+
+
+@contextmanager
+def served(cluster):
+    """``cluster``'s fabric server in this process (bound, not serving: the live fabric
+    needs its state, no tool talks to it)."""
+    start, _ = cluster.locate(None)
+    srv = FabricServer(
+        cluster.fabric,
+        f"flbench{os.getpid()}x{next(_count)}",
+        resolve=lambda t: cluster.locate(t, switches=True),
+        default_port=start,
+    )
+    srv.bind()
+    try:
+        yield srv
+    finally:
+        srv.close()
 
 
 def main() -> None:
@@ -33,7 +53,7 @@ def main() -> None:
     ap.add_argument("--one-by-one", type=int, default=20_000, help="0: skip")
     args = ap.parse_args()
     cluster = build(load_spec("lab"))
-    with served(cluster, serve=False) as srv:
+    with served(cluster) as srv:
         minhop.fill(srv.sim)
         clock = VirtualClock()
         live = LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
@@ -52,7 +72,7 @@ def main() -> None:
         t0 = time.perf_counter()
         checked = journal.load(path)
         t1 = time.perf_counter()
-        with served(cluster, serve=False) as srv:
+        with served(cluster) as srv:
             minhop.fill(srv.sim)
             clock = VirtualClock(checked["clock"])
             live = LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
@@ -65,7 +85,7 @@ def main() -> None:
     )
     if args.one_by_one:
         n = args.one_by_one
-        with served(cluster, serve=False) as srv:
+        with served(cluster) as srv:
             minhop.fill(srv.sim)
             clock = VirtualClock()
             eng = TrafficEngine(srv.sim, clock)
