@@ -113,7 +113,7 @@ def restore(
             except FabriclabError as e:
                 raise refuse(f"scenarios.{i}.steps.{j}", e) from None
         scenarios.append(sc)
-    flows = doc.get("traffic") or []
+    flows = [d for d in doc.get("traffic") or [] if d["left"] != 0]  # 0: it had ended
     if flows and traffic is not None:
         try:
             pairs = traffic_commands.flow_ports(sim, flows)

@@ -106,7 +106,7 @@ class FlowDoc(_Model):
     id: Annotated[int, Field(ge=1)]
     src: PortKey
     dst: PortKey
-    left: Annotated[int, Field(ge=1, lt=1 << 62)] | None
+    left: Annotated[int, Field(ge=0, lt=1 << 62)] | None  # 0: it had just ended
     limit: Annotated[float, Field(gt=0, lt=1e15)] | None
 
 
