@@ -113,12 +113,14 @@ def restore(
             except FabriclabError as e:
                 raise refuse(f"scenarios.{i}.steps.{j}", e) from None
         scenarios.append(sc)
-    flows = [d for d in doc.get("traffic") or [] if d["left"] != 0]  # 0: it had ended
+    flows = doc.get("traffic") or []
     if flows and traffic is not None:
         try:
             pairs = traffic_commands.flow_ports(sim, flows)
         except FabriclabError as e:
             raise InputError([Problem(source, str(e.problems[0]))]) from None
+        going = [i for i, d in enumerate(flows) if d["left"] != 0]  # 0: it had just ended
+        pairs, flows = [pairs[i] for i in going], [flows[i] for i in going]
     journal.restore_counters(sim, doc.get("counters", {}))
     for i, (fd, t, opts, progress) in enumerate(faults):
         book.next_id = fd["id"]
