@@ -241,3 +241,41 @@ def test_admin_socket_bounds_and_wall_clock_flap(real_tools, tmp_path):
         times = [e["sim_time"] for e in _events(f)]
         assert 1.4 < times[-1] - times[0] < 3.0
         assert ask(b'{"op": "faults"}\n') == {"ok": True, "result": []}
+
+
+def test_a_journal_fault_fault_would_refuse_is_refused_at_resume(real_tools, tmp_path):
+    """A journal edited by hand (an errors fault's ber set to 1.0, a string clock, a
+    scenario step 'at: soon'): up --resume says one line naming the field, and leaves
+    no server running; the journal as it was resumes."""
+    with fabric_up("lab", tmp_path, extra=["--virtual-clock"]) as f:
+        f.ok("fault", "--name", f.name, "errors", f"{LEAF}[6]", "--ber", "1e-10")
+        scenario = tmp_path / "s.yaml"
+        scenario.write_text(f"- at: 100s\n  do: down {LEAF}[5]\n")
+        f.ok("scenario", "--name", f.name, "run", str(scenario))
+        f.ok("down", "--name", f.name)
+        path = tmp_path / "state" / f"{f.name}.journal"
+        good = json.loads(path.read_text())
+        damage = [
+            (lambda d: d["faults"][0]["options"].update(ber=1.0), "faults.0: --ber: 1: want"),
+            (lambda d: d.update(clock="10"), "clock: Input should be a valid number"),
+            (
+                lambda d: d["scenarios"][0]["steps"][0].update(at="soon"),
+                "scenarios.0.steps.0.at: Input should be a valid number",
+            ),
+        ]
+        for change, message in damage:
+            doc = json.loads(json.dumps(good))
+            change(doc)
+            path.write_text(json.dumps(doc))
+            r = f.fabriclab(
+                "up", "lab", "--name", f.name, "--detach", "--virtual-clock", "--resume"
+            )
+            assert r.returncode != 0
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"error: {f.name}: the fabric server")
+            assert f"journal {path}: {message}" in lines[0], lines[0]
+            assert "internal" not in lines[0] and f.name not in f.fabriclab("status").stdout
+        path.write_text(json.dumps(good))
+        f.ok("up", "lab", "--name", f.name, "--detach", "--virtual-clock", "--resume")
+        assert "1e-10" in f.ok("fault", "--name", f.name, "list")
+        f.ok("clock", "--name", f.name, "advance", "1")

@@ -238,3 +238,26 @@ def test_a_long_bad_line_is_refused_at_once(live):
     with pytest.raises(InputError, match="not valid YAML") as e:
         live.scenario(text, "s.yaml")
     assert "quote" not in str(e.value) and time.monotonic() - start < 5
+
+
+def test_steps_of_scenarios_due_at_one_time_run_in_the_order_they_started(live):
+    """A step's own catching up runs no other scenario's step first: 'down' of the first
+    scenario, then 'up' of the second, at the same time, leave the link up."""
+    live.scenario(f"- at: 1s\n  do: down {LEAF}[3]\n", "a.yaml")
+    live.scenario(f"- at: 1s\n  do: up {LEAF}[3]\n", "b.yaml")
+    a, b = live.scenarios
+    live.advance(2)
+    assert live.faults() == [] and live.scenarios == []
+    assert a.log == ["a.yaml:2: down LAB-IBLEAF-01[3]"]
+    assert b.log == ["b.yaml:2: up LAB-IBLEAF-01[3]"]
+
+
+def test_hundreds_of_steps_due_at_one_time_run_one_after_another(live):
+    """400 scenarios with a step due at the same instant: a loop, no recursion; each
+    step ran, in the order the scenarios started."""
+    for i in range(400):
+        live.scenario(f"- at: 1s\n  do: {'down' if i % 2 == 0 else 'up'} {LEAF}[3]\n", f"{i}.yaml")
+    scs = list(live.scenarios)
+    live.advance(2)
+    assert live.scenarios == [] and live.faults() == []
+    assert all("no fault" not in line for sc in scs for line in sc.log)

@@ -367,11 +367,21 @@ class LiveFabric:
         if time.monotonic() - self._saved >= every:
             self.save()
 
-    def restore(self, doc: dict) -> None:
-        """Bring back a journal's state (``up --resume``): counters, faults as they
-        were (without counting, trapping or logging again what had already happened),
-        scenarios where they were."""
-        self.scenarios = journal_doc.restore(doc, self.sim, self.book, self.resolve, self.traffic)
+    def restore(self, doc: dict, source: str = "journal") -> None:
+        """Bring back a journal's state (``up --resume``; ``doc`` as
+        :func:`.journal.load` checked it): counters, faults as they were (without
+        counting, trapping or logging again what had already happened), scenarios where
+        they were.  A fault or step a live request would refuse is refused (an
+        InputError naming ``source`` and the field) and nothing is brought back."""
+        self.scenarios = journal_doc.restore(
+            doc,
+            self.sim,
+            self.book,
+            self.resolve,
+            self.traffic,
+            lambda step: scenario_run.check_step(self, step),
+            source,
+        )
         self._last = self.clock.now()
 
     def close(self) -> None:

@@ -13,10 +13,13 @@ import json
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ...errors import InputError, Problem
 from ...statedir import open_state_file
 from ..fabric.counters import Counters
 from ..fabric.state import SimFabric
+from . import journal_model
 
 VERSION = 1
 
@@ -41,19 +44,28 @@ def save(path: Path, doc: dict, counters: str | None = None) -> None:
 
 
 def load(path: Path) -> dict:
-    """The journal's document; InputError when there is none or it cannot be read."""
+    """The journal's document, checked whole (:mod:`.journal_model`); an InputError
+    when there is none, it cannot be read or a field is wrong: one line,
+    ``journal PATH: FIELD: what``."""
     try:
-        with os.fdopen(open_state_file(path, os.O_RDONLY)) as f:
-            doc = json.loads(f.read())
+        with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
+            text = f.read()
     except FileNotFoundError:
         raise InputError(
             [Problem("--resume", f"no journal to resume from ({path} does not exist)")]
         ) from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise InputError([Problem(str(path), f"unreadable journal: {e}")]) from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION:
-        raise InputError([Problem(str(path), f"not a version {VERSION} journal")])
-    return doc
+    try:  # parsed and checked at once; nesting is bounded by the parser
+        doc = journal_model.JournalDoc.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors(include_url=False, include_input=False)[0]
+        if first["type"] == "json_invalid":
+            raise InputError([Problem(str(path), f"unreadable journal: {first['msg']}")]) from None
+        if first["loc"][:1] == ("version",) or first["loc"] == ():
+            raise InputError([Problem(str(path), f"not a version {VERSION} journal")]) from None
+        raise InputError([Problem(f"journal {path}", journal_model.problem(e))]) from None
+    return doc.model_dump()
 
 
 def _taken(sim: SimFabric):
@@ -104,6 +116,8 @@ def restore_counters(sim: SimFabric, doc: dict) -> None:
         c = Counters()
         c.raw.update({k: int(v) for k, v in raw.items() if k in c.raw})
         c.details.update({k: int(v) for k, v in det.items() if k in c.details})
-        c.base, c.base_ext, c.details_base = dict(base), dict(base_ext), dict(det_base)
+        c.base = {k: int(v) for k, v in base.items() if k in c.raw}
+        c.base_ext = {k: int(v) for k, v in base_ext.items() if k in c.raw}
+        c.details_base = {k: int(v) for k, v in det_base.items() if k in c.details}
         p.counters = c
         p.mad_in = p.mad_out = 0

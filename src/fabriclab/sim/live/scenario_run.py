@@ -81,19 +81,27 @@ def run_step(live: LiveFabric, step: Step) -> None:
 
 
 def run_due(live: LiveFabric, scenarios: list[Scenario], now: float) -> list[Scenario]:
-    """Carry out every step of ``scenarios`` due by ``now`` on ``live``, in order; a step
+    """Carry out every step of ``scenarios`` due by ``now`` on ``live``, one at a time:
+    the earliest due first, steps due at one time in the order the scenarios started
+    and, within one, in file order.  A loop, not a recursion: the caller runs no step
+    from inside a step (a step's own catching up, :attr:`Scenario.running`).  A step
     that fails is logged and the scenario goes on.  The scenarios not yet finished."""
-    for sc in scenarios:
-        while (due := sc.next_due()) is not None and due <= now:
-            step = sc.steps[sc.done]
-            sc.done += 1
-            sc.running = True  # a step's own catching up runs none of the next ones
-            try:
-                run_step(live, step)
-                sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
-            except FabriclabError as e:
-                sc.log.append(f"{step.where}: {e}")
-                log.warning("scenario %s: %s: %s", sc.name, step.where, e)
-            finally:
-                sc.running = False
+    while not any(sc.running for sc in scenarios):  # (inside a step: none)
+        due = [(d, i) for i, sc in enumerate(scenarios) if (d := sc.next_due()) is not None]
+        if not due or min(due)[0] > now:
+            break
+        sc = scenarios[min(due)[1]]
+        step = sc.steps[sc.done]
+        sc.done += 1
+        for other in scenarios:  # a step's own catching up runs none of the others
+            other.running = True
+        try:
+            run_step(live, step)
+            sc.log.append(f"{step.where}: {step.verb} {' '.join(step.args)}")
+        except FabriclabError as e:
+            sc.log.append(f"{step.where}: {e}")
+            log.warning("scenario %s: %s: %s", sc.name, step.where, e)
+        finally:
+            for other in scenarios:
+                other.running = False
     return [s for s in scenarios if not s.finished]

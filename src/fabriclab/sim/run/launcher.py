@@ -5,6 +5,7 @@ detached: the same command run again in the background), the real OpenSM beside 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -31,7 +32,7 @@ from ..wire.server import FabricServer
 from . import progress
 from .admin import AdminServer, admin_path
 from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
-from .records import Instance, NotRunning, check_name
+from .records import Instance, NotRunning, check_name, stop
 from .records import running as running_records
 from .tools import Loader, Say, python_argv
 
@@ -165,6 +166,10 @@ def _up_detached(
     say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
     try:
         _wait_ready(req, inst, relay)
+    except BaseException:  # up failed or was given up: it leaves no server behind
+        with contextlib.suppress(NotRunning):
+            stop(req.name)
+        raise
     finally:
         relay.close()
     if req.with_sm:
@@ -308,8 +313,9 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     state = state_dir(create=True)
     meta = {"spec": req.spec, "trays": req.trays}
     doc = None
+    path = journal.journal_path(state, req.name)
     if req.resume:
-        doc = journal.load(journal.journal_path(state, req.name))
+        doc = journal.load(path)
         if doc.get("meta") != meta:
             raise InputError(
                 [
@@ -332,7 +338,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     engine.on_trap = srv.traps.bad_pkey
     live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
     if doc is not None:
-        live.restore(doc)
+        live.restore(doc, f"journal {path}")
     live.save()
     answer = functools.partial(admin_requests.answer, live)
     admin = AdminServer(admin_path(state, req.name), answer, srv.transport)
@@ -406,31 +412,45 @@ def spawn_detached(
             pass_fds=fds,
         )
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if relay is not None:
-            relay[0].pump()
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise InputError(
-                [
-                    Problem(
-                        name,
-                        "the fabric server exited: "
-                        + (" / ".join(tail) or f"status {proc.returncode}"),
-                    )
-                ]
-            )
-        try:
-            inst = Instance.load(name)
-            if inst.pid == proc.pid:
-                return inst
-        except NotRunning:
-            pass
-        time.sleep(0.05)
-    proc.kill()
+    try:
+        while time.monotonic() < deadline:
+            if relay is not None:
+                relay[0].pump()
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise InputError(
+                    [
+                        Problem(
+                            name,
+                            "the fabric server exited: "
+                            + (" / ".join(tail) or f"status {proc.returncode}"),
+                        )
+                    ]
+                )
+            try:
+                inst = Instance.load(name)
+                if inst.pid == proc.pid:
+                    return inst
+            except NotRunning:
+                pass
+            time.sleep(0.05)
+    except BaseException:  # up gave up (Ctrl-C, an error): nothing of it runs on
+        _kill_session(proc)
+        raise
+    _kill_session(proc)
     raise InputError(
         [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
     )
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and what it started in its process group, and reap it (its
+    OpenSM dies with it; a record it wrote is stale, removed when next read)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: its group is its pid
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def status() -> list[tuple[str, str, str, str, str]]:

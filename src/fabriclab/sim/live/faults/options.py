@@ -38,7 +38,7 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
         out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
         period = durations.seconds(opts.get("period", 2.0), "--period", 0.001, 86400)
-        count = int(opts.get("count", 1))
+        count = _number(int, "--count", opts.get("count", 1))
         if not 1 <= count <= 100000:
             raise bad("--count", f"{count}: want 1 to 100000 flaps")
         out = {"period": period, "count": count}
@@ -46,19 +46,33 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
         p = target.ports[0]
         out = _degrade_options(where, p, opts.get("width"), opts.get("speed"))
     elif kind == "errors":
-        rate = float(opts.get("ber", 0))
+        rate = _number(float, "--ber", opts.get("ber", 0))
         if not 0 < rate <= 1e-3:
             raise bad("--ber", f"{rate:g}: want a bit-error rate above 0, at most 1e-3")
-        down_after = int(opts.get("down_after", ber.DOWN_AFTER))
+        down_after = _number(int, "--down-after", opts.get("down_after", ber.DOWN_AFTER))
         if not 1 <= down_after <= 255:
             raise bad("--down-after", f"{down_after}: want 1 to 255 recoveries")
         out = {"ber": rate, "down_after": down_after}
     elif kind == "drop":
-        rate = float(opts.get("rate", 100))
+        rate = _number(float, "--rate", opts.get("rate", 100))
         if not 0 < rate <= 100:
             raise bad("--rate", f"{rate:g}: want a percentage above 0, at most 100")
-        out = {"rate": rate, "seed": int(opts.get("seed", 1))}
+        out = {"rate": rate, "seed": _number(int, "--seed", opts.get("seed", 1))}
     return out
+
+
+def _number(kind, option: str, value):
+    """``value`` as an int or a float (``kind``): a number, or its digits as text (as
+    typed on the command line); anything else is an error naming ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or len(str(value)) > 40:
+        raise bad(option, f"{str(value)[:40]!r}: want a number")
+    try:
+        n = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise bad(option, f"{value!r}: want a number") from None
+    if n != n or n in (float("inf"), float("-inf")):
+        raise bad(option, f"{value!r}: want a number")
+    return n
 
 
 def _gpu_list(gpus) -> list[int] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ....errors import InputError, Problem
-from ....ib.transport import RETRY_CNT_MAX, TIMEOUT_MAX
+from ....ib.transport import NCCL_RETRY_CNT, NCCL_TIMEOUT, RETRY_CNT_MAX, TIMEOUT_MAX
 from ....limits import MAX_TRAYS
 from ....model.cluster import Cluster
 from ....spec import hostlist
@@ -265,21 +265,35 @@ def flows_doc(engine) -> list[dict]:
     return out
 
 
-def restore_flows(engine, sim: SimFabric, doc: list[dict]) -> None:
-    """Start again the flows a journal had running (each with what it had left; the
-    engine numbers them anew)."""
-    for d in doc:
-        try:
-            ports = []
-            for k in (d["src"], d["dst"]):
-                ni, _, pn = k.partition(":")
-                ports.append(sim.nodes[int(ni)].ports[int(pn)])
-        except (KeyError, ValueError, IndexError):
-            continue
-        if None in ports or (d.get("left") is not None and d["left"] <= 0):
-            continue
-        qp = {k: d[k] for k in ("timeout", "retry_count") if isinstance(d.get(k), int)}
-        try:
-            engine.add(ports[0], ports[1], bytes=d.get("left"), rate=d.get("limit"), **qp)
-        except InputError:
-            continue
+def flow_ports(sim: SimFabric, doc: list[dict]) -> list[tuple[SimPort, SimPort]]:
+    """The ends of the flows a journal had running (``node:port``, checked by
+    :mod:`..journal_model`): two different CA ports of ``sim`` each, or an InputError
+    naming the first that is not."""
+    pairs = []
+    for i, d in enumerate(doc):
+        ends = []
+        for k in ("src", "dst"):
+            ni, _, pn = d[k].partition(":")
+            node = sim.nodes[int(ni)] if int(ni) < len(sim.nodes) else None
+            p = node.port(int(pn)) if node is not None else None
+            if p is None or node is None or node.is_switch or p.num == 0:
+                raise _bad(f"traffic.{i}.{k}", f"{d[k]}: not a CA port of this fabric")
+            ends.append(p)
+        if ends[0] is ends[1]:
+            raise _bad(f"traffic.{i}", "a flow needs two different ports")
+        pairs.append((ends[0], ends[1]))
+    return pairs
+
+
+def restore_flows(engine, pairs: list[tuple[SimPort, SimPort]], doc: list[dict]) -> None:
+    """Start again, all at once, the flows a journal had running (``pairs``: their ends,
+    :func:`flow_ports`; each with what it had left, its rate limit and its queue pair's
+    attributes; the engine numbers them anew)."""
+    if pairs:
+        engine.add_each(
+            pairs,
+            [d["left"] for d in doc],
+            [d["limit"] for d in doc],
+            [d.get("timeout", NCCL_TIMEOUT) for d in doc],
+            [d.get("retry_count", NCCL_RETRY_CNT) for d in doc],
+        )

@@ -67,11 +67,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ....errors import InputError
-from ....ib.transport import NCCL_RETRY_CNT, NCCL_TIMEOUT, RETRY_CNT_MAX, TIMEOUT_MAX
 from ...fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
 from ...fabric.state import SimFabric, SimPort
 from ..clock import Clock
 from . import query, retry
+from .attributes import check as _check
+from .attributes import qp_attributes
 from .counters import TrafficCounters
 from .flows import FAILED, LIVE, RETRYING, RUNNING, STATES, STOPPED, Flow, FlowTable
 from .rates import set_rates
@@ -143,6 +144,33 @@ class TrafficEngine:
         return self._add(
             np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), bytes, rate, qp
         )
+
+    def add_each(
+        self,
+        pairs: Sequence[tuple[SimPort, SimPort]],
+        sizes: Sequence[int | None],
+        rates: Sequence[float | None],
+        timeouts: Sequence[int] | None = None,
+        retry_counts: Sequence[int] | None = None,
+    ) -> range:
+        """Start a flow for each (src, dst) pair now, each with its own ``bytes``,
+        ``rate`` (None: without one), ``timeout`` and ``retry_count`` (default NCCL's);
+        their ids, consecutive.  One routing pass for them all (a journal's flows,
+        :func:`.commands.restore_flows`)."""
+        src = np.array([self._index(s, "from") for s, _ in pairs], dtype=np.int64)
+        dst = np.array([self._index(d, "to") for _, d in pairs], dtype=np.int64)
+        size = np.array([-1 if b is None else b for b in sizes], dtype=np.int64)
+        limit = np.array([np.inf if r is None else r for r in rates], dtype=np.float64)
+        if not len(size) == len(limit) == len(src):
+            raise InputError("one size and one rate for each flow", "traffic")
+        if ((size < 1) & (size != -1)).any() or not ((limit > 0) & (limit <= np.inf)).all():
+            raise InputError("bytes must be at least 1 and rates positive", "traffic")
+        qp = {
+            k: np.array(v, dtype=np.int64)
+            for k, v in (("timeout", timeouts), ("retry_count", retry_counts))
+            if v is not None
+        }
+        return self._add(src, dst, size, limit, qp)
 
     def all_to_all(
         self,
@@ -308,20 +336,20 @@ class TrafficEngine:
         return id - 1
 
     def _add(
-        self, src: np.ndarray, dst: np.ndarray, size: int | None, rate: float | None, qp: dict
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        size: int | np.ndarray | None,
+        rate: float | np.ndarray | None,
+        qp: dict,
     ):
-        if size is not None and (
-            isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1
-        ):
-            raise InputError(f"bytes must be a whole number of at least 1, not {size!r}", "traffic")
-        if rate is not None and (
-            isinstance(rate, bool)
-            or not isinstance(rate, int | float | np.number)
-            or not 0 < rate < np.inf
-        ):
-            raise InputError(f"rate must be a positive number of bytes/s, not {rate!r}", "traffic")
-        timeout = _qp(qp, "timeout", NCCL_TIMEOUT, TIMEOUT_MAX)
-        retries = _qp(qp, "retry_count", NCCL_RETRY_CNT, RETRY_CNT_MAX)
+        """Start flows ``src[i]`` -> ``dst[i]``; ``size``, ``rate`` and ``qp``'s values
+        the same for all, or (arrays, :meth:`add_each`) one of each per flow, checked."""
+        if not isinstance(size, np.ndarray):
+            _check(size, rate)
+            size = -1 if size is None else int(size)
+            rate = np.inf if rate is None else float(rate)
+        timeout, retries = qp_attributes(qp)
         same = src == dst
         if same.any():
             p = self._snapshot().ports[int(src[np.argmax(same)])]
@@ -330,8 +358,7 @@ class TrafficEngine:
         f = self._f
         s = f.extend(len(src))
         f.src[s], f.dst[s] = src, dst
-        f.size[s] = -1 if size is None else int(size)
-        f.limit[s] = np.inf if rate is None else float(rate)
+        f.size[s], f.limit[s] = size, rate
         f.timeout[s], f.retries[s] = timeout, retries
         self._rates_stale = True
         self._prepare()
@@ -418,16 +445,3 @@ class TrafficEngine:
                 self._rates_stale = True
         if len(self._wait_ports):
             self._counts.wait(self._wait_ports, self._wait_excess, dt)
-
-
-def _qp(qp: dict, key: str, default: int, top: int) -> int:
-    """A queue pair attribute of ``qp`` (``timeout``, ``retry_count``), checked."""
-    unknown = set(qp) - {"timeout", "retry_count"}
-    if unknown:
-        raise InputError(f"unknown flow option {sorted(unknown)[0]!r}", "traffic")
-    v = qp.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v <= top:
-        raise InputError(f"{key} must be a whole number from 0 to {top}, not {v!r}", "traffic")
-    return int(v)
