@@ -9,6 +9,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
