@@ -155,6 +155,12 @@ class Transport:
         self._extra[fd] = ready
         self._epoll.register(fd, select.EPOLLIN)
 
+    def want_write(self, fd: int, writable: bool) -> None:
+        """Call descriptor ``fd``'s ``ready()`` (see :meth:`watch`) when it is writable
+        too, or again only when it is readable."""
+        if fd in self._extra:
+            self._epoll.modify(fd, select.EPOLLIN | (select.EPOLLOUT if writable else 0))
+
     def unwatch(self, fd: int) -> None:
         """Stop serving descriptor ``fd`` (one given to :meth:`watch`)."""
         if self._extra.pop(fd, None) is not None:
