@@ -94,7 +94,9 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     addr = parse_listen(req.listen)
     networks = admission.exposure(addr, admission.parse_networks(req.allow))
     policy = admission.Policy(
-        uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
+        uids=admission.parse_users(req.allow_user),
+        networks=networks,
+        max_clients=admission.check_max_clients(req.max_clients),
     )
     cluster = load(req.spec, req.trays)
     for pair in req.swaps:  # serve a miswired fabric: the spec stays the intended one
@@ -359,13 +361,14 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     """Start ``fabriclab up …`` (``argv``) in the background; return once it is up."""
     state_dir(create=True)
     with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
+        start = os.fstat(out.fileno()).st_size  # the log is appended to: this run's from here
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            tail = _log_tail(log, start)
             raise InputError(
                 [
                     Problem(
@@ -386,6 +389,15 @@ def spawn_detached(argv: list[str], name: str, log: Path, timeout: float = 120.0
     raise InputError(
         [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
     )
+
+
+def _log_tail(log: Path, start: int, lines: int = 3, most: int = 1 << 16) -> list[str]:
+    """The last ``lines`` lines the log holds from byte ``start`` on (of its last
+    ``most`` bytes)."""
+    with open(log, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        f.seek(max(start, end - most))
+        return f.read().decode(errors="replace").strip().splitlines()[-lines:]
 
 
 def status() -> list[tuple[str, str, str, str, str]]:
