@@ -90,3 +90,34 @@ def test_a_client_that_never_reads_is_closed_and_stalls_no_mad(real_tools, tmp_p
         assert max(times) < 20, times
         log = Path(f.instance().log).read_text()
         assert "bytes of answers unread" in log
+
+
+def test_answers_left_waiting_close_the_client_and_a_half_closed_one_gets_its_answers(
+    real_tools, tmp_path
+):
+    with fabric_up("lab", tmp_path) as f:
+        log = Path(f.instance().log)
+        # answers that outgrow the socket's buffer, never read: closed after STALL_MAX s
+        idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        idle.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        idle.connect(str(_path(f)))
+        idle.sendall(b'{"op": "tray", "host": "sched-worker1"}\n' * 100)
+        start = time.monotonic()
+        wait_for(
+            lambda: f"no answer taken in {admin.STALL_MAX:g} s" in log.read_text(),
+            admin.STALL_MAX + 30,
+            lambda: f"the idle client closed; the log:\n{log.read_text()[-2000:]}",
+        )
+        assert time.monotonic() - start >= admin.STALL_MAX - 1
+        idle.close()
+        # a client that shuts its end after its requests still gets every answer
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(str(_path(f)))
+            s.sendall(b'{"op": "clock"}\n' + b'{"op": "tray", "host": "sched-worker1"}\n' * 50)
+            s.shutdown(socket.SHUT_WR)
+            buf = b""
+            while chunk := s.recv(65536):
+                buf += chunk
+        answers = [json.loads(line) for line in buf.splitlines()]
+        assert len(answers) == 51 and all(a["ok"] for a in answers)

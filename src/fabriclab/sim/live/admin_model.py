@@ -6,7 +6,7 @@ field.  docs/protocol.md lists each operation's fields as :func:`fields` says th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -123,21 +123,6 @@ class Stats(_Strict):
     op: Literal["stats"]
 
 
-MODELS: tuple[type[_Strict], ...] = (
-    Clock,
-    Advance,
-    Traffic,
-    Fault,
-    Faults,
-    Clear,
-    Scenario,
-    Scenarios,
-    NvidiaSmi,
-    Tray,
-    Locate,
-    TopologyInputs,
-    Stats,
-)
 Request = Annotated[
     Clock
     | Advance
@@ -155,7 +140,9 @@ Request = Annotated[
     Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Request] = TypeAdapter(Request)
-OPS: dict[str, type[_Strict]] = {m.model_fields["op"].annotation.__args__[0]: m for m in MODELS}  # type: ignore[union-attr]
+MODELS: tuple[type[_Strict], ...] = get_args(get_args(Request)[0])
+# each operation's name (its ``op``) and model
+OPS: dict[str, type[_Strict]] = {get_args(m.model_fields["op"].annotation)[0]: m for m in MODELS}
 
 # pydantic's error types, said as what was wanted
 _WANT = {

@@ -50,7 +50,7 @@ def admin_path(state: Path, name: str) -> Path:
 
 
 class _Conn:
-    __slots__ = ("buf", "moved", "out", "pid", "since", "sock", "writing")
+    __slots__ = ("buf", "ended", "moved", "out", "pid", "since", "sock", "writing")
 
     def __init__(self, sock: socket.socket, pid: int):
         self.sock = sock
@@ -59,6 +59,7 @@ class _Conn:
         self.out = bytearray()  # answers not yet taken by the client
         self.since = self.moved = time.monotonic()  # connected; last answer bytes taken
         self.writing = False  # the loop watches for the socket to be writable
+        self.ended = False  # the client sent all it will (shut its end): answers remain
 
 
 class AdminServer:
@@ -151,14 +152,23 @@ class AdminServer:
         """The client's socket is readable or writable: send what waits, then read."""
         if c.out and not self._flush(c):
             return
+        if c.ended:
+            if not c.out:
+                self._drop(c)
+            return
         try:
             data = c.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b""
-        if not data:
             self._drop(c)
+            return
+        if not data:  # the client has sent all: it still gets the answers it asked for
+            if not c.out:
+                self._drop(c)
+                return
+            c.ended = True
+            self.transport.want(c.sock.fileno(), readable=False, writable=True)
             return
         c.buf += data
         while c.sock.fileno() in self.conns:
@@ -204,9 +214,12 @@ class AdminServer:
         if n:
             del c.out[:n]
             c.moved = time.monotonic()
-        if c.writing != bool(c.out):
+        if c.ended and not c.out:
+            self._drop(c)
+            return False
+        if c.writing != bool(c.out) and not c.ended:
             c.writing = bool(c.out)
-            self.transport.want_write(c.sock.fileno(), c.writing)
+            self.transport.want(c.sock.fileno(), writable=c.writing)
         return True
 
     def _sweep(self) -> None:

@@ -154,11 +154,12 @@ class Transport:
         self._extra[fd] = ready
         self._epoll.register(fd, select.EPOLLIN)
 
-    def want_write(self, fd: int, writable: bool) -> None:
-        """Call descriptor ``fd``'s ``ready()`` (see :meth:`watch`) when it is writable
-        too, or again only when it is readable."""
+    def want(self, fd: int, readable: bool = True, writable: bool = False) -> None:
+        """Call descriptor ``fd``'s ``ready()`` (see :meth:`watch`) when it is readable,
+        writable, or either."""
         if fd in self._extra:
-            self._epoll.modify(fd, select.EPOLLIN | (select.EPOLLOUT if writable else 0))
+            mask = (select.EPOLLIN if readable else 0) | (select.EPOLLOUT if writable else 0)
+            self._epoll.modify(fd, mask)
 
     def unwatch(self, fd: int) -> None:
         """Stop serving descriptor ``fd`` (one given to :meth:`watch`)."""
