@@ -193,3 +193,75 @@ def test_random_documents_never_answer_internal(server, req):
     assert r.get("where") != "internal", (req, r)
     server[1].clear(None)
     server[1].traffic_request("stop", [], {})
+
+
+class _Loop:
+    """The bits of the transport an admin server uses, as a record."""
+
+    def __init__(self):
+        self.watched: dict[int, object] = {}
+        self.wants: dict[int, tuple[bool, bool]] = {}
+        self.on_tick: list = []
+
+    def watch(self, fd, ready):
+        self.watched[fd] = ready
+
+    def unwatch(self, fd):
+        self.watched.pop(fd, None)
+
+    def want(self, fd, readable=True, writable=False):
+        self.wants[fd] = (readable, writable)
+
+
+def _connected(handle, monkeypatch, out_max: int):
+    """An admin server (a fake loop) with one connection of a socket pair: the server's
+    state, the client's end."""
+    import socket
+
+    from fabriclab.sim.run import admin
+
+    monkeypatch.setattr(admin, "OUT_MAX", out_max)
+    loop = _Loop()
+    srv = admin.AdminServer(None, handle, loop)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.setblocking(False)
+    c = admin._Conn(theirs, 0)
+    srv.conns[theirs.fileno()] = c
+    loop.watch(theirs.fileno(), lambda: srv._serve(c))
+    return srv, loop, c, mine
+
+
+def test_a_result_that_is_not_json_costs_one_answer(monkeypatch):
+    answers = iter([object(), {"fine": 1}])
+    srv, _loop, c, mine = _connected(lambda req: next(answers), monkeypatch, 1 << 20)
+    mine.sendall(b'{"op": "a"}\n{"op": "b"}\n')
+    srv._serve(c)
+    got = [json.loads(x) for x in mine.recv(65536).splitlines()]
+    assert got[0]["where"] == "internal" and got[1] == {"ok": True, "result": {"fine": 1}}
+    assert srv.conns
+
+
+def test_a_client_that_does_not_read_is_closed_past_the_bound(monkeypatch):
+    srv, loop, c, mine = _connected(lambda req: "x" * 50_000, monkeypatch, 100_000)
+    for _ in range(200):  # the socket's buffer fills, then the server's, then it closes
+        if not srv.conns:
+            break
+        mine.sendall(b'{"op": "a"}\n')
+        srv._serve(c)
+    assert not srv.conns and not loop.watched
+    assert len(c.out) <= 100_000 + 50_100
+
+
+def test_answers_untaken_for_stall_max_close_the_client(monkeypatch):
+    from fabriclab.sim.run import admin
+
+    srv, loop, c, mine = _connected(lambda req: "x" * 50_000, monkeypatch, 1 << 30)
+    while not c.out:
+        mine.sendall(b'{"op": "a"}\n')
+        srv._serve(c)
+    assert loop.wants[c.sock.fileno()] == (True, True)  # watched for writing meanwhile
+    srv._sweep()
+    assert srv.conns  # not yet
+    c.moved -= admin.STALL_MAX + 1
+    srv._sweep()
+    assert not srv.conns

@@ -139,7 +139,7 @@ class AdminServer:
         conn.setblocking(False)
         c = _Conn(conn, pid)
         self.conns[conn.fileno()] = c
-        self.transport.watch(conn.fileno(), lambda: self._ready(c))
+        self.transport.watch(conn.fileno(), lambda: self._serve(c))
 
     def _drop(self, c: _Conn) -> None:
         fd = c.sock.fileno()
@@ -147,6 +147,14 @@ class AdminServer:
             return
         self.transport.unwatch(fd)
         c.sock.close()
+
+    def _serve(self, c: _Conn) -> None:
+        """:meth:`_ready`, where a bug costs the connection, never the server's loop."""
+        try:
+            self._ready(c)
+        except Exception:
+            log.exception("admin socket: closed pid %d", c.pid)
+            self._drop(c)
 
     def _ready(self, c: _Conn) -> None:
         """The client's socket is readable or writable: send what waits, then read."""
@@ -195,9 +203,13 @@ class AdminServer:
             )
             self._drop(c)
             return
+        try:
+            text = json.dumps(answer)
+        except (TypeError, ValueError) as e:  # a result that is not JSON: a bug
+            text = json.dumps(_error("internal", f"{type(e).__name__}: {e}"))
         if not c.out:
             c.moved = time.monotonic()
-        c.out += (json.dumps(answer) + "\n").encode()
+        c.out += (text + "\n").encode()
 
     def _flush(self, c: _Conn) -> bool:
         """Send what the socket takes now, without waiting; watch for it to be writable
