@@ -1,11 +1,11 @@
 """docs/protocol.md against the server: every operation the admin socket answers is
-documented, every documented one is answered, the bounds are the server's, and each
-documented request, sent in order to a running fabric, gets an answer of the documented
-shape (the same keys, values of the same kinds)."""
+documented, every documented one is answered, each one's fields (and the fault
+options) are the request model's, the bounds are the server's, and each documented
+request, sent in order to a running fabric, gets an answer of the documented shape (the
+same keys, values of the same kinds)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import socket
@@ -16,7 +16,8 @@ import pytest
 from docs_blocks import ROOT, blocks
 
 from fabriclab.client import Fabric
-from fabriclab.sim.live import admin_requests
+from fabriclab.sim.live import admin_model, admin_requests
+from fabriclab.sim.live.faults.options import OPTIONS
 from fabriclab.sim.run import admin
 from fabriclab.statedir import state_dir
 
@@ -56,16 +57,27 @@ def exchanges() -> list[Exchange]:
 
 
 def answered_ops() -> set[str]:
-    """The operations admin_requests.answer answers (its ``op == "..."`` tests)."""
-    tree = ast.parse(Path(admin_requests.__file__).read_text())
+    """The operations admin_requests.answer answers."""
+    return set(admin_requests.OPS)
+
+
+def sections() -> dict[str, str]:
+    """Each operation's section of the page: ``### `OP` `` to the next heading."""
+    parts = re.split(r"^### `([\w-]+)`$", DOC.read_text(), flags=re.M)
     return {
-        c.comparators[0].value
-        for c in ast.walk(tree)
-        if isinstance(c, ast.Compare)
-        and isinstance(c.left, ast.Name)
-        and c.left.id == "op"
-        and isinstance(c.comparators[0], ast.Constant)
+        op: body.split("\n## ", 1)[0] for op, body in zip(parts[1::2], parts[2::2], strict=True)
     }
+
+
+# `NAME` (KIND[, optional][: what it is | ; ...]): a field as the page gives it
+_FIELD = re.compile(r"`([\w-]+)` \(([a-z]+(?: (?:or|of) [a-z]+)*)(, optional)?[:;)]")
+
+
+def documented_fields(text: str) -> dict[str, tuple[str, bool]]:
+    """The fields a section's first paragraph gives: each one's kind and whether it is
+    required."""
+    first = " ".join(text.strip().split("\n\n", 1)[0].split()).split("Result:")[0]
+    return {m[1]: (m[2], not m[3]) for m in _FIELD.finditer(first)}
 
 
 def test_every_op_answered_is_documented_and_every_documented_op_is_answered() -> None:
@@ -77,9 +89,37 @@ def test_every_op_answered_is_documented_and_every_documented_op_is_answered() -
     assert examples == code, f"examples: {sorted(examples ^ code)} documented or answered only"
 
 
+def test_each_operations_fields_are_the_models() -> None:
+    problems = []
+    for op, text in sections().items():
+        got, want = documented_fields(text), admin_model.fields(op)
+        if got != want:
+            problems.append(f"{op}: documented {got}, the model takes {want}")
+        if not want and not text.strip().startswith("No fields."):
+            problems.append(f"{op}: takes no fields; the page should say so")
+    assert not problems, "\n".join(problems)
+
+
+def test_each_fault_kinds_options_are_the_ones_it_takes() -> None:
+    text = sections()["fault"]
+    rows = re.findall(r"^\| `([\w-]+)` \|[^|]*\|([^|]*)\|$", text, re.M)
+    assert {k for k, _ in rows} == set(OPTIONS), rows
+    model = admin_model.FaultOptions.model_json_schema()["properties"]
+    for kind, cell in rows:
+        given = {m[1]: m[2] for m in _FIELD.finditer(cell)}
+        assert set(given) == set(OPTIONS[kind]), f"{kind}: {sorted(given)} documented"
+        for name, kind_text in given.items():
+            prop = {"anyOf": [p for p in model[name]["anyOf"] if p.get("type") != "null"]}
+            assert kind_text == admin_model.kinds_of(prop), f"{kind}: {name} ({kind_text})"
+
+
 def test_the_documented_bounds_are_the_servers() -> None:
     text = " ".join(DOC.read_text().split())
     assert f"a request line of at most {admin.LINE_MAX} bytes" in text
+    assert f"nested deeper than {admin.DEPTH_MAX} levels" in text
+    assert f"a number of more than {admin.DIGITS_MAX} digits" in text
+    assert f"more than {admin.OUT_MAX} bytes of answers unread" in text
+    assert f"takes none of them for {admin.STALL_MAX:g} seconds" in text
     assert f"At most {admin.CLIENTS_MAX} connections at once" in text
     assert f"when a {admin.CLIENTS_MAX + 1}th comes, the oldest is closed" in text
 

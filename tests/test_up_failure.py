@@ -12,7 +12,7 @@ import pytest
 from helpers import wait_for
 
 from fabriclab.errors import InputError
-from fabriclab.sim.run import launcher
+from fabriclab.sim.run import detach
 
 # a "server" that never comes up, with a child of its own in its process group
 SLOW = """
@@ -45,7 +45,7 @@ def _child(pidfile: Path) -> int:
 def test_a_server_that_does_not_come_up_in_time_is_killed_with_its_children(slow):
     argv, pidfile, log = slow
     with pytest.raises(InputError, match="did not come up in 2 s"):
-        launcher.spawn_detached(argv, "slowfab", log, timeout=2.0)
+        detach.spawn_detached(argv, "slowfab", log, timeout=2.0)
     child = _child(pidfile)
     wait_for(lambda: _gone(child), 10, f"the server's child {child} to be gone")
 
@@ -62,7 +62,7 @@ def test_up_interrupted_while_waiting_leaves_nothing_running(slow):
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(KeyboardInterrupt):
-            launcher.spawn_detached(argv, "slowfab", log, timeout=60.0)
+            detach.spawn_detached(argv, "slowfab", log, timeout=60.0)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)

@@ -1,11 +1,14 @@
 """Reading the files a user names (specs, dumps, node lists): one-line errors for paths
-that are not readable files, sizes checked before reading, text checked before parsing."""
+that are not readable files, sizes checked before reading, text checked before parsing
+(JSON's nesting and number lengths too, for what arrives on a socket)."""
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+from itertools import accumulate
 
 from .errors import InputError, Problem
 
@@ -117,3 +120,30 @@ def read_text(
 
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+# --- JSON text within bounds ----------------------------------------------------------
+# Python's json module recurses once per nesting level (RecursionError past ~1,000) and
+# converts integers through str -> int (ValueError past sys.get_int_max_str_digits(),
+# 4,300 digits, and quadratic time before that), and it has no option to bound either.
+# Hence a scan before any parsing, with regular expressions that run in linear time.
+
+# A JSON string from its opening quote to its closing one, or to the end of the text if
+# it is never closed.  Possessive quantifiers (Python 3.11) keep each match linear, and
+# as a match always succeeds at a quote, the scan never restarts inside a string.
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.?[^"\\]*+)*+"?', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_bounds(text: str, max_depth: int, max_digits: int) -> str | None:
+    """What is wrong with JSON ``text`` (nested deeper than ``max_depth`` levels, or a
+    number of more than ``max_digits`` digits), without parsing it; None: nothing.
+    Brackets and digits inside strings do not count."""
+    bare = _JSON_STRING.sub('""', text)
+    if re.search(rf"[0-9]{{{max_digits + 1}}}", bare):
+        return f"has a number of more than {max_digits} digits"
+    brackets = _NOT_BRACKET.sub("", bare)
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > max_depth:
+        return f"nests deeper than {max_depth} levels"
+    return None

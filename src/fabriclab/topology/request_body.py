@@ -2,34 +2,24 @@
 counted while it streams in), then its JSON's nesting depth and number lengths (by a
 linear scan before the json module parses it).
 
-Python's json module recurses once per nesting level (RecursionError past ~1,000) and
-converts integers through str -> int (ValueError past sys.get_int_max_str_digits(),
-4,300 digits, and quadratic time before that), and it has no option to bound either;
-neither has pydantic's JSON parser for big numbers.  Hence the scan here, done with
-regular expressions that run in linear time, before any parsing.
+Python's json module recurses once per nesting level and converts integers through
+str -> int, with no option to bound either; neither has pydantic's JSON parser for big
+numbers.  Hence the linear scan of :func:`fabriclab.inputs.json_bounds` before any
+parsing.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
-from itertools import accumulate
 from typing import Any
 
+from ..inputs import json_bounds
 from .errors import RequestError
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # ~50,000 instance -> node entries
 MAX_DEPTH = 32  # a valid request nests 6 deep (engine.params.topologies.NAME.blockName)
 MAX_NUMBER_DIGITS = 100
-
-# A JSON string from its opening quote to its closing one, or to the end of the text if
-# it is never closed.  Possessive quantifiers (Python 3.11) keep each match linear, and
-# as a match always succeeds at a quote, the scan never restarts inside a string.
-_STRING = re.compile(r'"[^"\\]*+(?:\\.?[^"\\]*+)*+"?', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1}}}")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 async def read(
@@ -57,12 +47,9 @@ async def read(
 def check(text: str, max_depth: int = MAX_DEPTH) -> None:
     """Refuse (422) JSON nested deeper than ``max_depth`` or with a number longer than
     MAX_NUMBER_DIGITS digits, without parsing it; strings are skipped."""
-    bare = _STRING.sub('""', text)
-    if _LONG_NUMBER.search(bare):
-        raise RequestError(f"a number in the request has more than {MAX_NUMBER_DIGITS} digits", 422)
-    brackets = _NOT_BRACKET.sub("", bare)
-    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > max_depth:
-        raise RequestError(f"the request nests deeper than {max_depth} levels", 422)
+    problem = json_bounds(text, max_depth, MAX_NUMBER_DIGITS)
+    if problem is not None:
+        raise RequestError(f"the request {problem}", 422)
 
 
 def _no_constants(name: str) -> Any:

@@ -28,7 +28,7 @@ from . import journal, journal_doc, scenario_run
 from .clock import VirtualClock
 from .events_memory import MemoryLog
 from .faults.book import FaultBook
-from .faults.options import KINDS, check_options
+from .faults.options import KINDS, check_keys, check_options
 from .faults.targets import LINK, SWITCH, TRAY, Resolver, Target, link_name, port_name
 from .scenario import Scenario
 from .traffic import commands as traffic_commands
@@ -104,6 +104,7 @@ class LiveFabric:
         speed), ``errors`` (ber, down_after) or ``drop`` (rate, seed) on ``target``; the
         fault as :meth:`faults` lists it."""
         if kind == "up":
+            check_keys(kind, options)
             return {"cleared": self.up(target)}
         if kind not in KINDS:
             raise InputError([Problem(kind, f"unknown fault (known: {', '.join(KINDS)}, up)")])

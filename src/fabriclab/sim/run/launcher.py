@@ -9,9 +9,7 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,7 +19,7 @@ from ...errors import InputError, Problem
 from ...ib import simwire
 from ...model import miswire
 from ...model.cluster import Cluster
-from ...statedir import open_state_file, state_dir
+from ...statedir import state_dir
 from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
@@ -30,7 +28,7 @@ from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.server import FabricServer
-from . import progress
+from . import detach, progress
 from .admin import AdminServer, admin_path
 from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
 from .records import Instance, NotRunning, check_name, stop
@@ -96,7 +94,9 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     addr = parse_listen(req.listen)
     networks = admission.exposure(addr, admission.parse_networks(req.allow))
     policy = admission.Policy(
-        uids=admission.parse_users(req.allow_user), networks=networks, max_clients=req.max_clients
+        uids=admission.parse_users(req.allow_user),
+        networks=networks,
+        max_clients=admission.check_max_clients(req.max_clients),
     )
     phases = progress.shown() if req.detach else progress.for_server()
     try:
@@ -161,7 +161,7 @@ def _up_detached(
     r, w = os.pipe()  # the detached up's phases come back on it
     try:
         relay = progress.Relay(r, phases)
-        inst = spawn_detached(req.foreground_argv(), req.name, log_file, relay=(relay, w))
+        inst = detach.spawn_detached(req.foreground_argv(), req.name, log_file, relay=(relay, w))
     finally:
         os.close(w)
     say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
@@ -385,73 +385,6 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
         raise InputError(
             [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
         ) from None
-
-
-def spawn_detached(
-    argv: list[str],
-    name: str,
-    log: Path,
-    timeout: float = 120.0,
-    relay: tuple[progress.Relay, int] | None = None,
-) -> Instance:
-    """Start ``fabriclab up …`` (``argv``) in the background; return once it is up.
-    ``relay``: where its phases are shown meanwhile, and the pipe's end it writes."""
-    state_dir(create=True)
-    env = dict(os.environ)
-    fds: tuple[int, ...] = ()
-    if relay is not None:
-        env[progress.ENV] = str(relay[1])
-        fds = (relay[1],)
-    with os.fdopen(open_state_file(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            env=env,
-            pass_fds=fds,
-        )
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if relay is not None:
-                relay[0].pump()
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise InputError(
-                    [
-                        Problem(
-                            name,
-                            "the fabric server exited: "
-                            + (" / ".join(tail) or f"status {proc.returncode}"),
-                        )
-                    ]
-                )
-            try:
-                inst = Instance.load(name)
-                if inst.pid == proc.pid:
-                    return inst
-            except NotRunning:
-                pass
-            time.sleep(0.05)
-    except BaseException:  # up gave up (Ctrl-C, an error): nothing of it runs on
-        _kill_session(proc)
-        raise
-    _kill_session(proc)
-    raise InputError(
-        [Problem(name, f"the fabric server did not come up in {timeout:g} s (see {log})")]
-    )
-
-
-def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc`` and what it started in its process group, and reap it (its
-    OpenSM dies with it; a record it wrote is stale, removed when next read)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: its group is its pid
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def status() -> list[tuple[str, str, str, str, str]]:

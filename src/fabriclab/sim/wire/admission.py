@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import pwd
+import resource
 import socket
 from dataclasses import dataclass, field
 
@@ -29,6 +30,28 @@ DEFAULT_MAX_CLIENTS = 512  # ibsim allows 10 (IBSIM_MAX_CLIENTS, include/ibsim.h
 # reached and a new client needs its place.  OpenSM sweeps every 10 s (sweep_interval,
 # opensm.conf), and a tool works without pause, so only a vanished client stays silent.
 IDLE_AFTER = 60.0
+FD_RESERVE = 64  # descriptors kept free of clients (logging, /proc, OpenSM's pipes)
+
+
+def check_max_clients(n: int) -> int:
+    """``--max-clients N``: at least 1, and no more than the server may open a
+    descriptor for, one a client: the hard file limit (RLIMIT_NOFILE, which the server
+    raises its soft limit to) less FD_RESERVE."""
+    if n < 1:
+        raise InputError([Problem("--max-clients", f"{n}: want at least 1")])
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and n > hard - FD_RESERVE:
+        raise InputError(
+            [
+                Problem(
+                    "--max-clients",
+                    f"{n}: more clients than the server may open descriptors for (the file "
+                    f"limit, RLIMIT_NOFILE, is {hard}, and {FD_RESERVE} are kept for the "
+                    f"server): at most {max(1, hard - FD_RESERVE)}",
+                )
+            ]
+        )
+    return n
 
 
 @dataclass

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ...ib import simwire
 from . import procfs
-from .admission import Policy
+from .admission import FD_RESERVE, Policy
 from .client import Client
 from .ratelog import RateLimitedLog
 
@@ -43,7 +43,6 @@ _CTL_BURST = 64  # control records read per wake-up, so a flood cannot starve th
 _CTL_RECV = 4096  # more than a record: a longer datagram is seen as too long, not cut
 _CRED = struct.Struct("iII")  # struct ucred { pid_t pid; uid_t uid; gid_t gid; } (unix(7))
 _ANC_SIZE = socket.CMSG_SPACE(_CRED.size)  # room for the credentials and no descriptors
-_FD_RESERVE = 64  # descriptors kept free of clients (logging, /proc, OpenSM's pipes)
 _SIOCGSTAMP = 0x8906  # linux/sockios.h: the time the last datagram read arrived
 _TIMEVAL = struct.Struct("@ll")  # struct timeval
 _BUFFER = 4096  # more than a sim_request: a longer datagram is seen as too long, not cut
@@ -155,6 +154,13 @@ class Transport:
         self._extra[fd] = ready
         self._epoll.register(fd, select.EPOLLIN)
 
+    def want(self, fd: int, readable: bool = True, writable: bool = False) -> None:
+        """Call descriptor ``fd``'s ``ready()`` (see :meth:`watch`) when it is readable,
+        writable, or either."""
+        if fd in self._extra:
+            mask = (select.EPOLLIN if readable else 0) | (select.EPOLLOUT if writable else 0)
+            self._epoll.modify(fd, mask)
+
     def unwatch(self, fd: int) -> None:
         """Stop serving descriptor ``fd`` (one given to :meth:`watch`)."""
         if self._extra.pop(fd, None) is not None:
@@ -219,7 +225,7 @@ class Transport:
             target = (
                 hard
                 if hard != resource.RLIM_INFINITY
-                else max(soft, procfs.open_fds() + want + _FD_RESERVE)
+                else max(soft, procfs.open_fds() + want + FD_RESERVE)
             )
             try:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
@@ -227,7 +233,7 @@ class Transport:
             except (ValueError, OSError):
                 pass
         if soft != resource.RLIM_INFINITY:
-            want = min(want, soft - procfs.open_fds() - _FD_RESERVE)
+            want = min(want, soft - procfs.open_fds() - FD_RESERVE)
         self.capacity = max(1, want)
         self.per_sender = self.policy.per_sender(self.capacity, self.remote)
 

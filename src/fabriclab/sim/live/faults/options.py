@@ -5,6 +5,8 @@ fault is kept with (:class:`.book.Fault`), or an error naming the first bad one.
 
 from __future__ import annotations
 
+import math
+
 from ....errors import InputError, Problem
 from ....ib.caps import CAP2_IS_LINK_WIDTH_2X
 from ....ib.rates import SPEEDS, WIDTHS
@@ -14,6 +16,16 @@ from . import ber
 from .targets import LINK, PORT, TRAY, Target, port_name
 
 KINDS = ("down", "flap", "degrade", "errors", "drop", "nvlink")
+# the options each kind takes (``fabriclab fault KIND --help``)
+OPTIONS = {
+    "down": (),
+    "up": (),
+    "flap": ("period", "count"),
+    "degrade": ("width", "speed"),
+    "errors": ("ber", "down_after"),
+    "drop": ("rate", "seed"),
+    "nvlink": ("gpus",),
+}
 
 
 def bad(where: str, what: str) -> InputError:
@@ -25,6 +37,7 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
     """The options of a fault of ``kind`` on ``target``, checked and normalised (an
     InputError naming the first bad one)."""
     where = target.text
+    check_keys(kind, opts)
     if kind in ("flap", "degrade", "errors") and target.kind != LINK:
         raise bad(
             where, f"{kind} takes a link (SWITCH[port] or HOST/HCA[port]), not a {target.kind}"
@@ -38,7 +51,7 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
         out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
         period = durations.seconds(opts.get("period", 2.0), "--period", 0.001, 86400)
-        count = _number(int, "--count", opts.get("count", 1))
+        count = _number(int, opts.get("count", 1), "--count")
         if not 1 <= count <= 100000:
             raise bad("--count", f"{count}: want 1 to 100000 flaps")
         out = {"period": period, "count": count}
@@ -46,33 +59,44 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
         p = target.ports[0]
         out = _degrade_options(where, p, opts.get("width"), opts.get("speed"))
     elif kind == "errors":
-        rate = _number(float, "--ber", opts.get("ber", 0))
+        rate = _number(float, opts.get("ber", 0), "--ber")
         if not 0 < rate <= 1e-3:
             raise bad("--ber", f"{rate:g}: want a bit-error rate above 0, at most 1e-3")
-        down_after = _number(int, "--down-after", opts.get("down_after", ber.DOWN_AFTER))
+        down_after = _number(int, opts.get("down_after", ber.DOWN_AFTER), "--down-after")
         if not 1 <= down_after <= 255:
             raise bad("--down-after", f"{down_after}: want 1 to 255 recoveries")
         out = {"ber": rate, "down_after": down_after}
     elif kind == "drop":
-        rate = _number(float, "--rate", opts.get("rate", 100))
+        rate = _number(float, opts.get("rate", 100), "--rate")
         if not 0 < rate <= 100:
             raise bad("--rate", f"{rate:g}: want a percentage above 0, at most 100")
-        out = {"rate": rate, "seed": _number(int, "--seed", opts.get("seed", 1))}
+        out = {"rate": rate, "seed": _number(int, opts.get("seed", 1), "--seed")}
     return out
 
 
-def _number(kind, option: str, value):
-    """``value`` as an int or a float (``kind``): a number, or its digits as text (as
-    typed on the command line); anything else is an error naming ``option``."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str) or len(str(value)) > 40:
-        raise bad(option, f"{str(value)[:40]!r}: want a number")
-    try:
-        n = kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise bad(option, f"{value!r}: want a number") from None
-    if n != n or n in (float("inf"), float("-inf")):
-        raise bad(option, f"{value!r}: want a number")
-    return n
+def check_keys(kind: str, opts: dict) -> None:
+    """Refuse an option a fault of ``kind`` does not take, naming it."""
+    for key in opts:
+        if key not in OPTIONS.get(kind, ()):
+            known = ", ".join(sorted(OPTIONS.get(kind, ()))) or "none"
+            raise bad("options", f"{kind} takes no option {str(key)[:40]!r} (options: {known})")
+
+
+def _number(kind: type[int] | type[float], value, flag: str):
+    """``value`` (a number, or its text as a scenario file may give it) as an int or a
+    float; a bool, a fraction for an int, a NaN or anything else is refused."""
+    v = value
+    if isinstance(value, str) and len(value) < 40:
+        try:
+            v = kind(value.strip())
+        except ValueError:
+            pass
+    want = "a whole number" if kind is int else "a number"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise bad(flag, f"{str(value)[:40]!r}: want {want}")
+    if isinstance(v, float) and not (math.isfinite(v) and (kind is float or v.is_integer())):
+        raise bad(flag, f"{value!r}: want {want}")
+    return kind(v)
 
 
 def _gpu_list(gpus) -> list[int] | None:

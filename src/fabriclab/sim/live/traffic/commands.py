@@ -118,6 +118,8 @@ def parse(cluster: Cluster, sim: SimFabric, words: list[str], options: dict) -> 
             raise _bad(verb, "want 'traffic list' (filters are options)")
         return verb, list_filter(cluster, sim, options), None, None, {}
     if verb == "stop":
+        if options:
+            raise _bad(verb, f"takes no option (got {str(sorted(options)[0])[:40]!r})")
         if len(args) > 1:
             raise _bad(verb, f"want 'traffic {verb}{' [ID]' if verb == 'stop' else ''}'")
         fid = None
