@@ -104,11 +104,13 @@ def test_another_process_cannot_change_an_sms_agents_or_take_its_class(fabric):
         issm.close()
 
 
-def _start_long(srv, want: int) -> socket.socket | None:
-    """A umad connection whose first frame begins a message of ``want`` bytes; None
-    when the server closed it."""
-    s, err, *_ = hl._connect(srv, hostwire.KIND_UMAD, TRAY, 0)
+def _start_long(srv, want: int, tokens: list | None = None) -> socket.socket | None:
+    """A umad connection whose first frame begins a message of ``want`` bytes (its
+    token added to ``tokens``); None when the server closed it."""
+    s, err, token, *_ = hl._connect(srv, hostwire.KIND_UMAD, TRAY, 0)
     assert err == 0
+    if tokens is not None:
+        tokens.append(token)
     first = bytearray(hl._hdr(0, 1, 1, length=want) + bytes(hostwire.FRAME_MAX - umad.HDR_SIZE))
     first[4:8] = hostwire.MORE.to_bytes(4, "little")
     first[64 + 1] = SA_CLASS
@@ -174,3 +176,26 @@ def test_waiting_connections_are_bounded_per_uid_and_the_owner_always_gets_a_pla
     assert p.silent(float("inf")) and not p.silent(0.0)
     for s in socks:
         s.close()
+
+
+def test_the_owners_long_message_makes_room_by_closing_another_users(fabric):
+    """Four tools of another uid (white-box: their clients' uid changed) hold the 64
+    MiB; the owner's message of 16 MiB closes the oldest of them and is taken."""
+    srv, link = fabric
+    tokens: list[int] = []
+    held = [_start_long(srv, 16 << 20, tokens) for _ in range(4)]
+    assert all(held) and link.mads.unfinished == 64 << 20
+    for t in tokens:
+        srv.transport.clients[t].sender = ("uid", 65534)
+    try:
+        mine = _start_long(srv, 16 << 20)
+        assert mine is not None
+        assert tokens[0] not in srv.transport.clients
+        assert all(t in srv.transport.clients for t in tokens[1:])
+        assert link.mads.unfinished == 64 << 20
+        mine.close()
+    finally:
+        for s in held:
+            if s is not None:
+                s.close()
+    wait_for(lambda: link.mads.unfinished == 0, 10, "the unfinished messages given back")

@@ -47,6 +47,11 @@ class Waiting:
     since: float
 
 
+def privileged(uid: int) -> bool:
+    """Whether ``uid`` is root or the fabric's owner (the server's own)."""
+    return uid in (0, os.geteuid())
+
+
 class Pending:
     """The accepted connections that have not said what they are, by descriptor."""
 

@@ -30,7 +30,7 @@ from ..host import hostview, sysfs
 from . import procfs
 from .agents import Agent, in_use, sm_holds
 from .client import Client
-from .hostgate import Peer, Pending, peer_of
+from .hostgate import Peer, Pending, peer_of, privileged
 from .transport import Transport
 from .umadsock import MadLayer, UmadSocket
 
@@ -260,6 +260,13 @@ class HostLink:
             raise _Refusal(
                 errno.EMFILE, f"the server holds its limit of {transport.capacity} clients"
             )
+        sender = ("uid", peer.uid)
+        if not privileged(peer.uid) and transport.per_sender <= sum(
+            1 for c in clients.values() if c.sender == sender
+        ):
+            raise _Refusal(
+                errno.EMFILE, f"uid {peer.uid} holds its limit of {transport.per_sender} clients"
+            )
         cid = next(i for i in range(transport.capacity) if i not in clients)
         sock = UmadSocket(fileno=c.detach())
         sock.setblocking(False)
@@ -269,9 +276,7 @@ class HostLink:
             pass
         sock.setup(self.mads)
         pid = peer.pid
-        cl = Client(
-            cid, pid, port, 1, False, tray, sock, sender=("uid", peer.uid), pid=pid, agents={}
-        )
+        cl = Client(cid, pid, port, 1, False, tray, sock, sender=sender, pid=pid, agents={})
         sock.client = cl
         transport.attach(cl)
         log.info("client %d (host library, pid %d) attached at %s", cid, pid, port.ref())

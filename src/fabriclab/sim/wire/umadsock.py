@@ -22,6 +22,7 @@ from ...ib import hostwire, simwire, umad
 from ...ib.mad.view import MAD_SIZE
 from .agents import OUI_AT
 from .client import Client
+from .hostgate import privileged
 from .transport import Transport
 
 # The longest message taken from a tool.  Neither the kernel (ib_umad_write sizes an
@@ -135,6 +136,8 @@ class UmadSocket(socket.socket):
         unfinished messages may hold together closes the connection (its pieces would
         be read as messages of their own)."""
         mads = self.mads
+        if mads.unfinished + want > UNFINISHED_MAX:
+            mads.make_room(self.client, want)
         if mads.unfinished + want > UNFINISHED_MAX:
             why = (
                 f"a message of {want} bytes would take the unfinished messages of every "
@@ -314,6 +317,25 @@ class MadLayer:
         # the sockets with an unfinished message, and the bytes those messages reserve
         self.partials: set[UmadSocket] = set()
         self.unfinished = 0
+
+    def make_room(self, cl: Client | None, want: int) -> None:
+        """The fabric owner's or root's message needs ``want`` bytes: other users' tools
+        with unfinished messages are closed, the oldest first, until it fits."""
+        if cl is None or not cl.sender or not privileged(cl.sender[1]):
+            return
+        others = [s for s in self.partials if s.client is not None and s.client.sender
+                  and not privileged(s.client.sender[1])]  # fmt: skip
+        for sock in sorted(others, key=lambda s: s.started):
+            if self.unfinished + want <= UNFINISHED_MAX:
+                return
+            victim = sock.client
+            assert victim is not None
+            self.transport.rlog.warning(
+                "long messages refused",
+                "client %d: its unfinished message makes room for the owner's; connection closed",
+                victim.id,
+            )
+            self.transport.detach(victim, "unfinished message closed for the owner's")
 
     def stalled(self, now: float) -> None:
         """Tools whose message stayed unfinished too long are detached (its memory goes
