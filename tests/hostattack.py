@@ -10,6 +10,8 @@ the project's tree).  The frame layouts are fabriclab.ib.hostwire's and umad's.
   every agent of connections 0..63 and to take the SA class (0x03, version 2) on that
   port, one method at a time; prints one JSON line (what the server granted) and holds
   the connection until standard input closes.
+- ``umads ADDRESS TRAY N``: open up to N umad connections on TRAY's first port; prints
+  how many the server granted and holds them until standard input closes.
 """
 
 from __future__ import annotations
@@ -78,6 +80,26 @@ def silent(addr, n: int) -> None:
         print(f"ready {len(conns)}", flush=True)
 
 
+def _hold() -> None:
+    end = time.monotonic() + LIMIT
+    while time.monotonic() < end and not _stdin_closed(0.5):
+        pass
+
+
+def umads(addr, tray: str, n: int) -> None:
+    held = []
+    for _ in range(n):
+        s, err, _t = _hello(addr, UMAD, tray, 0)
+        if s is not None and err == 0:
+            held.append(s)
+        elif s is not None:
+            s.close()
+    print(f"granted {len(held)}", flush=True)
+    _hold()
+    for s in held:
+        s.close()
+
+
 def hijack(addr, tray: str) -> None:
     mine, err, token = _hello(addr, UMAD, tray, 0)
     got: dict = {"umad": err, "unregistered": [], "registered": []}
@@ -98,9 +120,7 @@ def hijack(addr, tray: str) -> None:
             if e == 0:
                 got["registered"].append(method)
     print(json.dumps(got), flush=True)
-    end = time.monotonic() + LIMIT
-    while time.monotonic() < end and not _stdin_closed(0.5):
-        pass
+    _hold()
     if mine is not None:
         mine.close()
 
@@ -109,5 +129,7 @@ if __name__ == "__main__":
     what, where = sys.argv[1], _address(sys.argv[2])
     if what == "silent":
         silent(where, int(sys.argv[3]))
+    elif what == "umads":
+        umads(where, sys.argv[3], int(sys.argv[4]))
     else:
         hijack(where, sys.argv[3])

@@ -122,6 +122,20 @@ def test_an_admitted_user_cannot_remove_opensms_agents_or_take_the_sa_class(
                 assert r.stdout.count("NodeRecord dump:") == len(f.cluster.fabric.nodes)
 
 
+def test_an_admitted_user_holds_half_the_clients_and_the_owners_tools_still_attach(
+    real_tools, as_other_uid, tmp_path
+):
+    """With --max-clients 8, uid 65534 (admitted) asks for 8 open umad files: it gets
+    the per-sender half, 4, and root's perfquery (an open umad file) still works."""
+    extra = ["--allow-user", str(NOBODY), "--max-clients", "8"]
+    with fabric_up("lab", tmp_path, extra=extra) as f:
+        with _attack("umads", _address(f), SM_TRAY, "8") as p:
+            assert _line(p).strip() == "granted 4"
+            for tray in (SM_TRAY, OTHER_TRAY):
+                r = _exec(f, tray, "perfquery")
+                assert r.returncode == 0 and "PortXmitData" in r.stdout, r.stderr[-2000:]
+
+
 def _rss(pid: int) -> int:
     """Process ``pid``'s resident memory in bytes (VmRSS, proc(5))."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
