@@ -23,10 +23,14 @@ connection is:
 - ``REGISTER``: an agent of the UMAD connection ``token`` registered with a method mask,
   so requests of its class, version (and OUI) and methods reach it; the HELLO is
   followed by the ``ib_user_mad_reg_req2`` (:data:`.umad.REG_REQ2`, ``id`` = the agent).
-  REPLY ``err`` EINVAL: a method taken by another agent on that port (the kernel's rule).
-- ``UNREGISTER``: agent ``index`` of connection ``token`` gone.
+  REPLY ``err`` EINVAL: a method taken by another agent on that port (the kernel's rule);
+  EPERM: connection ``token`` was opened by another process; EBUSY: the class is served
+  on that port by its subnet manager (the process holding its ISSM).
+- ``UNREGISTER``: agent ``index`` of connection ``token`` gone (EPERM as REGISTER).
 
 A REPLY's ``err`` is 0 or an errno; with an errno, ``text`` is a line for the user.
+The server reads each connection's peer (SO_PEERCRED) when it accepts it: a uid it does
+not admit gets EACCES at once, and a HELLO whose ``pid`` is not its sender's gets EPERM.
 Control fields are little-endian.
 """
 

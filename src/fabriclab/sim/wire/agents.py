@@ -6,7 +6,8 @@ As the kernel's MAD layer does (``drivers/infiniband/core/mad.c``: ``find_mad_ag
 ``method_in_use``, ``find_vendor_oui``): a request goes to the agent registered on the
 port it reached for its class, class version and method (and, for vendor range 2
 classes 0x30-0x4f, the OUI at MAD bytes 37-39); two agents on one port may not both
-take the same (version, class, method).
+take the same (version, class, method).  Beyond the kernel: a class the subnet manager
+serves on its port is its own (:func:`sm_holds`).
 """
 
 from __future__ import annotations
@@ -70,4 +71,22 @@ def in_use(clients: Iterable[Client], port: SimPort, agent: Agent) -> bool:
     kernel refuses the registration: "Method %d already in use")."""
     return any(
         a.collides(agent) for c in clients if c.agents and c.port is port for a in c.agents.values()
+    )
+
+
+def sm_holds(clients: Iterable[Client], port: SimPort, sm_pid: int, agent: Agent) -> bool:
+    """Whether the subnet manager's process ``sm_pid`` takes requests of ``agent``'s
+    class (version, OUI) at ``port``, when ``agent`` would take some too.  fabriclab's
+    own rule, beyond the kernel's (where only root opens a umad file): no other process
+    may take a class the SM serves, not even with methods the SM left free."""
+    if not agent.methods:
+        return False  # an agent for answers only (saquery's, smpquery's) takes nothing
+    return any(
+        a.methods
+        and a.mclass == agent.mclass
+        and a.version == agent.version
+        and (a.mclass not in VENDOR_RANGE2 or a.oui == agent.oui)
+        for c in clients
+        if c.agents and c.port is port and c.pid == sm_pid
+        for a in c.agents.values()
     )

@@ -19,7 +19,6 @@ import functools
 import logging
 import shutil
 import socket
-import struct
 import time
 from pathlib import Path
 
@@ -28,18 +27,17 @@ from ...ib import hostwire, simwire, umad
 from ...model.cluster import Cluster
 from ..fabric.state import SimFabric, SimPort
 from ..host import hostview, sysfs
-from .agents import Agent, in_use
+from . import procfs
+from .agents import Agent, in_use, sm_holds
 from .client import Client
+from .hostgate import Peer, Pending, peer_of, privileged
 from .transport import Transport
 from .umadsock import MadLayer, UmadSocket
 
 log = logging.getLogger("fabriclab.sim")
 
-_HELLO_WAIT = 5.0  # seconds a connection may take to say what it is
-_PENDING_MAX = 256  # connections that have not said yet
 _TREE_LIVE = 30.0  # seconds a tray's tree is kept fresh after it was last asked for
 _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs in flight
-_CRED = struct.Struct("iII")  # struct ucred (unix(7))
 
 
 class HostLink:
@@ -58,7 +56,7 @@ class HostLink:
         # the MAD layer the tray's open umad files share (requests, answers, timeouts)
         self.mads = MadLayer(transport)
         self._sock: socket.socket | None = None
-        self._pending: dict[int, tuple[socket.socket, float]] = {}
+        self._pending = Pending()
         self._ports: dict[str, list[SimPort]] = {}
         self._trees: dict[str, tuple[sysfs.Tree, float]] = {}
         self._issm: dict[SimPort, tuple[socket.socket, Client]] = {}
@@ -91,10 +89,10 @@ class HostLink:
 
     def close(self) -> None:
         """Close every connection and the listening socket; the trees go."""
-        for fd, (c, _) in list(self._pending.items()):
+        for fd, w in list(self._pending.by_fd.items()):
+            self._pending.forget(fd)
             self.transport.unwatch(fd)
-            c.close()
-        self._pending.clear()
+            w.sock.close()
         for c, _cl in list(self._issm.values()):
             self.transport.unwatch(c.fileno())
             c.close()
@@ -115,34 +113,65 @@ class HostLink:
             except OSError as e:  # out of descriptors: the tool sees its connect hang up
                 self.transport.rlog.warning("host connections refused", "host link: %s", e)
                 return
-            if len(self._pending) >= _PENDING_MAX:
-                c.close()
-                continue
-            c.setblocking(False)
-            fd = c.fileno()
-            self._pending[fd] = (c, time.monotonic())
-            self.transport.watch(fd, functools.partial(self._hello, c))
+            self._admit(c)
+
+    def _admit(self, c: socket.socket) -> None:
+        """A connection just accepted: a uid the server does not admit is told so and
+        closed at once; the others wait for their HELLO, a few per uid (hostgate)."""
+        rlog = self.transport.rlog
+        try:
+            peer = peer_of(c)
+        except OSError as e:
+            rlog.warning("host connections refused", "host link: %s", e)
+            c.close()
+            return
+        if peer.uid not in self.transport.policy.uids:
+            rlog.warning(
+                "host connections of other users refused",
+                "host link: uid %d (pid %d) may not attach (up --allow-user)",
+                peer.uid,
+                peer.pid,
+            )
+            self._reply(c, errno.EACCES, 0, 0, f"uid {peer.uid} may not attach (up --allow-user)")
+            c.close()
+            return
+        ok, evicted = self._pending.admit(c, peer)
+        if evicted is not None:
+            self.transport.unwatch(evicted.sock.fileno())
+            evicted.sock.close()
+        if not ok:
+            rlog.warning(
+                "host connections refused for silence",
+                "host link: uid %d holds %d connections that have not said what they are; "
+                "one more refused",
+                peer.uid,
+                self._pending.of_uid(peer.uid),
+            )
+            c.close()
+            return
+        c.setblocking(False)
+        self.transport.watch(c.fileno(), functools.partial(self._hello, c, peer))
 
     def tick(self) -> None:
         """Every couple of seconds: connections that never said what they are go; trees
         asked for lately are brought up to date."""
         now = time.monotonic()
-        for _fd, (c, since) in list(self._pending.items()):
-            if now - since > _HELLO_WAIT:
-                self._forget_pending(c)
-                c.close()
+        self.mads.stalled(now)
+        for w in self._pending.silent(now):
+            self._forget_pending(w.sock)
+            w.sock.close()
         for tray, (tree, asked) in list(self._trees.items()):
             if now - asked < _TREE_LIVE:
                 self._write_tree(tray, tree)
 
     def _forget_pending(self, c: socket.socket) -> None:
         fd = c.fileno()
-        if self._pending.pop(fd, None) is not None:
+        if self._pending.forget(fd) is not None:
             self.transport.unwatch(fd)
 
     # --- a connection says what it is ---------------------------------------------------
 
-    def _hello(self, c: socket.socket) -> None:
+    def _hello(self, c: socket.socket, peer: Peer) -> None:
         try:
             raw = c.recv(hostwire.HELLO.size + umad.REG_REQ2.size + 1)
         except BlockingIOError:
@@ -157,24 +186,24 @@ class HostLink:
             magic, version, kind, pid, index, token, _r, tray_raw = hostwire.HELLO.unpack_from(raw)
             if magic != hostwire.MAGIC or version != hostwire.VERSION:
                 raise _Refusal(errno.EPROTO, f"host protocol {magic:#x} v{version}, not v1")
-            self._check_peer(c)
+            self._check_pid(peer, pid)
             tray = simwire.cstring(tray_raw)
             rest = raw[hostwire.HELLO.size :]
             if kind == hostwire.KIND_TREE:
                 self._reply(c, 0, 0, 0, str(self.tree(tray)))
             elif kind == hostwire.KIND_UMAD:
-                cl = self._open_umad(c, tray, index, pid)
+                cl = self._open_umad(c, tray, index, peer)
                 keep = True
                 self._reply(cl.sock, 0, cl.id, cl.port.lid, "")
             elif kind == hostwire.KIND_ISSM:
-                self._open_issm(c, tray, index, pid)
+                self._open_issm(c, tray, index, peer)
                 keep = True
                 self._reply(c, 0, 0, 0, "")
             elif kind == hostwire.KIND_REGISTER:
-                self._register(token, rest)
+                self._register(token, rest, peer)
                 self._reply(c, 0, token, 0, "")
             elif kind == hostwire.KIND_UNREGISTER:
-                self._unregister(token, index)
+                self._unregister(token, index, peer)
                 self._reply(c, 0, token, 0, "")
             else:
                 raise _Refusal(errno.EPROTO, f"no connection kind {kind}")
@@ -195,12 +224,12 @@ class HostLink:
         except OSError:
             pass
 
-    def _check_peer(self, c: socket.socket) -> None:
-        _pid, uid, _gid = _CRED.unpack(
-            c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-        )
-        if uid not in self.transport.policy.uids:
-            raise _Refusal(errno.EACCES, f"uid {uid} may not attach (up --allow-user)")
+    @staticmethod
+    def _check_pid(peer: Peer, pid: int) -> None:
+        """The pid a HELLO names is its sender's: as we see it, or (in a container) as
+        its own PID namespace does."""
+        if pid != peer.pid and procfs.nspids(peer.pid)[-1:] != [pid]:
+            raise _Refusal(errno.EPERM, f"it claims pid {pid} but is pid {peer.pid}")
 
     def ports(self, tray: str) -> list[SimPort]:
         """Tray ``tray``'s HCA ports in umad order (the order its tree lists them)."""
@@ -223,13 +252,20 @@ class HostLink:
             raise _Refusal(errno.ENODEV, f"{tray} has no umad{index}")
         return ports[index]
 
-    def _open_umad(self, c: socket.socket, tray: str, index: int, pid: int) -> Client:
+    def _open_umad(self, c: socket.socket, tray: str, index: int, peer: Peer) -> Client:
         port = self._port(tray, index)
         transport = self.transport
         clients = transport.clients
         if len(clients) >= transport.capacity:
             raise _Refusal(
                 errno.EMFILE, f"the server holds its limit of {transport.capacity} clients"
+            )
+        sender = ("uid", peer.uid)
+        if not privileged(peer.uid) and transport.per_sender <= sum(
+            1 for c in clients.values() if c.sender == sender
+        ):
+            raise _Refusal(
+                errno.EMFILE, f"uid {peer.uid} holds its limit of {transport.per_sender} clients"
             )
         cid = next(i for i in range(transport.capacity) if i not in clients)
         sock = UmadSocket(fileno=c.detach())
@@ -239,19 +275,21 @@ class HostLink:
         except OSError:
             pass
         sock.setup(self.mads)
-        cl = Client(cid, pid, port, 1, False, tray, sock, pid=pid, agents={})
+        pid = peer.pid
+        cl = Client(cid, pid, port, 1, False, tray, sock, sender=sender, pid=pid, agents={})
         sock.client = cl
         transport.attach(cl)
         log.info("client %d (host library, pid %d) attached at %s", cid, pid, port.ref())
         return cl
 
-    def _open_issm(self, c: socket.socket, tray: str, index: int, pid: int) -> None:
+    def _open_issm(self, c: socket.socket, tray: str, index: int, peer: Peer) -> None:
         port = self._port(tray, index)
         if port in self._issm or any(
             cl.issm and cl.port is port for cl in self.transport.clients.values()
         ):
             raise _Refusal(errno.EBUSY, f"an SM holds issm{index} of {tray}")
-        holder = Client(-1, pid, port, 0, False, tray, c, pid=pid)
+        pid = peer.pid
+        holder = Client(-1, pid, port, 0, False, tray, c, sender=("uid", peer.uid), pid=pid)
         self._issm[port] = (c, holder)
         self.set_issm(holder, True)
         self.transport.watch(c.fileno(), lambda: self._issm_ready(port))
@@ -271,14 +309,28 @@ class HostLink:
         holder.issm = True
         self.set_issm(holder, False)
 
-    def _client(self, token: int) -> Client:
+    def _client(self, token: int, peer: Peer) -> Client:
+        """The umad connection ``token``, when the process ``peer`` opened it: agents
+        belong to the open file that registered them (user_mad.c keeps them per file),
+        and only the process holding that file may change them."""
         cl = self.transport.clients.get(token)
         if cl is None or cl.agents is None:
             raise _Refusal(errno.EINVAL, f"no umad connection {token}")
+        if cl.pid != peer.pid:
+            raise _Refusal(errno.EPERM, f"umad connection {token} is not pid {peer.pid}'s")
         return cl
 
-    def _register(self, token: int, raw: bytes) -> None:
-        cl = self._client(token)
+    def _sm_pid(self, port: SimPort) -> int:
+        """The process of the subnet manager holding ``port``'s issm (0: none)."""
+        got = self._issm.get(port)
+        if got is not None:
+            return got[1].pid
+        return next(
+            (cl.pid for cl in self.transport.clients.values() if cl.issm and cl.port is port), 0
+        )
+
+    def _register(self, token: int, raw: bytes, peer: Peer) -> None:
+        cl = self._client(token, peer)
         if len(raw) < umad.REG_REQ2.size:
             raise _Refusal(errno.EINVAL, "registration without its request")
         aid, _qpn, mclass, version, _res, _flags, mask, oui, rmpp = umad.REG_REQ2.unpack_from(raw)
@@ -286,12 +338,19 @@ class HostLink:
         assert cl.agents is not None
         if not 0 <= aid < umad.MAX_AGENTS or aid in cl.agents:
             raise _Refusal(errno.EINVAL, f"agent {aid} is not free")
-        if in_use(self.transport.clients.values(), cl.port, agent):
+        clients = self.transport.clients.values()
+        if in_use(clients, cl.port, agent):
             raise _Refusal(errno.EINVAL, "a method is already in use on that port")
+        sm = self._sm_pid(cl.port)
+        if sm and sm != cl.pid and sm_holds(clients, cl.port, sm, agent):
+            raise _Refusal(
+                errno.EBUSY,
+                f"class {agent.mclass:#04x} is the subnet manager's (pid {sm}) on that port",
+            )
         cl.agents[aid] = agent
 
-    def _unregister(self, token: int, aid: int) -> None:
-        cl = self._client(token)
+    def _unregister(self, token: int, aid: int, peer: Peer) -> None:
+        cl = self._client(token, peer)
         assert cl.agents is not None
         if cl.agents.pop(aid, None) is None:
             raise _Refusal(errno.EINVAL, f"no agent {aid}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import mmap
 import select
 import socket
 import struct
@@ -21,9 +22,18 @@ from ...ib import hostwire, simwire, umad
 from ...ib.mad.view import MAD_SIZE
 from .agents import OUI_AT
 from .client import Client
+from .hostgate import privileged
 from .transport import Transport
 
-_MESSAGE_MAX = 16 << 20  # the longest message taken (an SA table of a large fabric)
+# The longest message taken from a tool.  Neither the kernel (ib_umad_write sizes an
+# RMPP send by the write's count, user_mad.c) nor libibumad bounds it; the longest a
+# tool sends is a table an SM answers with (OpenSM's SA: 617 NodeRecords of gb200-su
+# are about 70 kB), so 16 MiB holds the tables of a fabric a thousand times that.
+_MESSAGE_MAX = 16 << 20
+# What every tool's unfinished messages may hold together, and how long one may stay
+# unfinished (the host library sends a message's pieces back to back).
+UNFINISHED_MAX = 64 << 20
+UNFINISHED_WAIT = 10.0
 _LONG_SEND_WAIT = 2.0  # seconds a tool may take to make room for the rest of a message
 _TID = struct.Struct(">Q")
 _TID_AT = 8  # TransactionID in a MAD (13.4.2)
@@ -70,8 +80,11 @@ class UmadSocket(socket.socket):
         self.client: Client | None = None
         self.frame = bytearray(hostwire.FRAME_MAX)
         self.frame_mad = memoryview(self.frame)[umad.HDR_SIZE : umad.HDR_SIZE + MAD_SIZE]
-        self.partial: bytearray | None = None  # a long message coming in pieces
-        self.want = 0
+        # a long message coming in pieces: mapped memory of its length (given back to
+        # the system whole when it is done or the tool goes), and how much came
+        self.partial: mmap.mmap | None = None
+        self.want = self.have = 0
+        self.started = 0.0
         self.out = bytearray(umad.HDR_SIZE + MAD_SIZE)
         self.out_mad = memoryview(self.out)[umad.HDR_SIZE :]
         # bound once: these run per MAD
@@ -94,24 +107,68 @@ class UmadSocket(socket.socket):
             return simwire.REQUEST_SIZE
         if n == 0:
             raise ConnectionResetError("the tool closed it")
-        if self.partial is not None:
-            self.partial += frame[:n]
-            if len(self.partial) < self.want:
+        part = self.partial
+        if part is not None:
+            take = min(n, self.want - self.have)
+            part[self.have : self.have + take] = frame[:take]
+            self.have += take
+            if self.have < self.want:
                 raise BlockingIOError
-            msg = memoryview(self.partial)[: self.want]
-            self.partial = None
-            return self._take(buf, msg)
+            try:
+                with memoryview(part) as msg:
+                    return self._take(buf, msg)
+            finally:
+                self.drop_partial()
         if n >= umad.MIN_WRITE:
             status = int.from_bytes(frame[umad.STATUS_AT : umad.STATUS_AT + 4], "little")
             if status & hostwire.MORE:
                 want = int.from_bytes(frame[umad.LENGTH_AT : umad.LENGTH_AT + 4], "little")
-                if n < want <= _MESSAGE_MAX:
-                    self.partial, self.want = bytearray(frame[:n]), want
-                    raise BlockingIOError
-                return n  # not a message: dropped as malformed
+                if not n < want <= _MESSAGE_MAX:
+                    return n  # not a message: dropped as malformed
+                self._start(frame, n, want)
+                raise BlockingIOError
         if n < umad.MIN_WRITE:
             return n  # shorter than the kernel takes: dropped as malformed
         return self._take(buf, memoryview(frame)[:n])
+
+    def _start(self, frame: bytearray, n: int, want: int) -> None:
+        """A message of ``want`` bytes begins with ``frame[:n]``; one past what
+        unfinished messages may hold together closes the connection (its pieces would
+        be read as messages of their own)."""
+        mads = self.mads
+        if mads.unfinished + want > UNFINISHED_MAX:
+            mads.make_room(self.client, want)
+        if mads.unfinished + want > UNFINISHED_MAX:
+            why = (
+                f"a message of {want} bytes would take the unfinished messages of every "
+                f"tool past {UNFINISHED_MAX >> 20} MiB"
+            )
+            cid = self.client.id if self.client is not None else -1
+            mads.transport.rlog.warning(
+                "long messages refused", "client %d: %s; connection closed", cid, why
+            )
+            raise ConnectionAbortedError(why)
+        part = mmap.mmap(-1, want)
+        part[:n] = frame[:n]
+        self.partial, self.want, self.have = part, want, n
+        self.started = time.monotonic()
+        mads.unfinished += want
+        mads.partials.add(self)
+
+    def drop_partial(self) -> None:
+        """Give back the unfinished message's memory (if any)."""
+        part = self.partial
+        if part is not None:
+            self.partial = None
+            self.mads.unfinished -= self.want
+            self.mads.partials.discard(self)
+            self.want = self.have = 0
+            part.close()
+
+    def close(self) -> None:
+        if getattr(self, "partial", None) is not None:
+            self.drop_partial()
+        super().close()
 
     def _take(self, buf, msg) -> int:
         """The message ``msg`` (header and MAD) as a sim_request in ``buf``."""
@@ -257,6 +314,39 @@ class MadLayer:
         # (requester id, TID, class) -> (deadline, agent, head); and the deadlines in order
         self.waiting: dict[tuple[int, int, int], tuple[float, int, bytes]] = {}
         self._deadlines: list[tuple[float, tuple[int, int, int]]] = []
+        # the sockets with an unfinished message, and the bytes those messages reserve
+        self.partials: set[UmadSocket] = set()
+        self.unfinished = 0
+
+    def make_room(self, cl: Client | None, want: int) -> None:
+        """The fabric owner's or root's message needs ``want`` bytes: other users' tools
+        with unfinished messages are closed, the oldest first, until it fits."""
+        if cl is None or not cl.sender or not privileged(cl.sender[1]):
+            return
+        others = [s for s in self.partials if s.client is not None and s.client.sender
+                  and not privileged(s.client.sender[1])]  # fmt: skip
+        for sock in sorted(others, key=lambda s: s.started):
+            if self.unfinished + want <= UNFINISHED_MAX:
+                return
+            victim = sock.client
+            assert victim is not None
+            self.transport.rlog.warning(
+                "long messages refused",
+                "client %d: its unfinished message makes room for the owner's; connection closed",
+                victim.id,
+            )
+            self.transport.detach(victim, "unfinished message closed for the owner's")
+
+    def stalled(self, now: float) -> None:
+        """Tools whose message stayed unfinished too long are detached (its memory goes
+        back)."""
+        for sock in [s for s in self.partials if now - s.started > UNFINISHED_WAIT]:
+            cl = sock.client
+            sock.drop_partial()
+            if cl is not None:
+                self.transport.detach(
+                    cl, f"a message unfinished after {UNFINISHED_WAIT:g} s: connection closed"
+                )
 
     def agent_for(self, cl: Client | None, mad) -> int:
         """The id of ``cl``'s agent that takes request ``mad`` (0: none matched)."""
