@@ -1,8 +1,8 @@
 """Write a large tray's /sys/class/infiniband tree (32 HCAs, libibumad's most) the way
 ``fabriclab sysfs`` and the host library's trees do: the first write, a refresh where
 nothing changed, and a refresh where every port's counters moved (what traffic does each
-period).  Prints the figures; target: a counters refresh well under the 50 ms shortest
-``--period``.
+period).  Prints the figures (wall time, best of ``--repeat``), to compare with the
+shortest ``--period`` (50 ms).
 
     python bench/sysfs.py [--hcas 32] [--repeat 5]
 """

@@ -82,12 +82,16 @@ class Dir:
         never through a symbolic link, and only the caller's own."""
         at = self._at(name)
         try:
-            if create:
+            try:
+                fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=self.fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
                 try:
                     os.mkdir(name, 0o755, dir_fd=self.fd)
-                except FileExistsError:
+                except FileExistsError:  # made meanwhile: opened as it is
                     pass
-            fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=self.fd)
+                fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=self.fd)
         except OSError as e:
             if e.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise _failed(at, e) from None
