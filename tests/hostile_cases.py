@@ -732,6 +732,20 @@ CASES: list[Case] = [
     ),
     Case("scenario-fifo", ("scenario", "run", "s.yaml"), "error", "FIFO", setup=fifo("s.yaml")),
     Case(
+        "topology-dump-fifo",
+        ("topology", "--ibnetdiscover", "dump.txt"),
+        "error",
+        "is a FIFO",
+        setup=fifo("dump.txt"),
+    ),
+    Case(
+        "topologies-fifo",
+        ("topology", "lab", "-e", "slurm-yaml", "--topologies", "t.yaml"),
+        "error",
+        "is a FIFO",
+        setup=fifo("t.yaml"),
+    ),
+    Case(
         "sm-config-fifo",
         ("up", "lab", "--sm", "--sm-config", "o.conf", "--name", "hostile-fifo"),
         "error",
