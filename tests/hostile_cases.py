@@ -131,6 +131,13 @@ def unreadable_dir(d: Path) -> None:
     (d / "locked").chmod(0)
 
 
+def fifo(name: str) -> Callable[[Path], None]:
+    def make(d: Path) -> None:
+        os.mkfifo(d / name)
+
+    return make
+
+
 def sparse(name: str, size: int) -> Callable[[Path], None]:
     def make(d: Path) -> None:
         with open(d / name, "wb") as f:
@@ -695,9 +702,65 @@ CASES: list[Case] = [
         "SOURCE_DATE_EPOCH",
         env={"SOURCE_DATE_EPOCH": "99999999999999999999"},
     ),
-    Case("spec-dev-zero", ("validate", "/dev/zero"), "error", "binary"),
-    Case("dump-dev-urandom", ("import", "/dev/urandom", "-o", "out.yaml"), "error", "binary"),
-    Case("nodes-dev-zero", ("topology", "lab", "--nodes", "/dev/zero"), "error", "binary"),
+    # devices and FIFOs: refused before any read (a FIFO with no writer would hang the
+    # read, /dev/zero never ends)
+    Case("spec-dev-zero", ("validate", "/dev/zero"), "error", "is a character device"),
+    Case(
+        "dump-dev-urandom",
+        ("import", "/dev/urandom", "-o", "out.yaml"),
+        "error",
+        "not a regular file",
+    ),
+    Case("nodes-dev-zero", ("topology", "lab", "--nodes", "/dev/zero"), "error", "not a regular"),
+    Case("scenario-dev-zero", ("scenario", "run", "/dev/zero"), "error", "not a regular file"),
+    Case("spec-fifo", ("validate", "s.yaml"), "error", "is a FIFO", setup=fifo("s.yaml")),
+    Case("inspect-fifo", ("inspect", "s.yaml"), "error", "is a FIFO", setup=fifo("s.yaml")),
+    Case("dump-fifo", IMPORT, "error", "is a FIFO", setup=fifo("dump.txt")),
+    Case(
+        "check-dump-fifo",
+        ("check", "lab", "--ibnetdiscover", "dump.txt"),
+        "error",
+        "is a FIFO",
+        setup=fifo("dump.txt"),
+    ),
+    Case(
+        "nodes-fifo",
+        ("topology", "lab", "--nodes", "nodes.txt"),
+        "error",
+        "is a FIFO",
+        setup=fifo("nodes.txt"),
+    ),
+    Case("scenario-fifo", ("scenario", "run", "s.yaml"), "error", "FIFO", setup=fifo("s.yaml")),
+    Case(
+        "topology-dump-fifo",
+        ("topology", "--ibnetdiscover", "dump.txt"),
+        "error",
+        "is a FIFO",
+        setup=fifo("dump.txt"),
+    ),
+    Case(
+        "topologies-fifo",
+        ("topology", "lab", "-e", "slurm-yaml", "--topologies", "t.yaml"),
+        "error",
+        "is a FIFO",
+        setup=fifo("t.yaml"),
+    ),
+    Case(
+        "sm-config-fifo",
+        ("up", "lab", "--sm", "--sm-config", "o.conf", "--name", "hostile-fifo"),
+        "error",
+        "--sm-config o.conf: is a FIFO",
+        setup=fifo("o.conf"),
+        env={"FABRICLAB_STATE_DIR": "state"},
+    ),
+    Case(
+        "partitions-fifo",
+        ("up", "lab", "--sm", "--partitions", "p.conf", "--name", "hostile-fifo"),
+        "error",
+        "--partitions p.conf: is a FIFO",
+        setup=fifo("p.conf"),
+        env={"FABRICLAB_STATE_DIR": "state"},
+    ),
     Case("spec-is-a-directory", ("validate", "."), "error", ""),
     Case("spec-arg-300-chars", ("validate", "x" * 300), "error", "preset"),
     Case(

@@ -1,6 +1,7 @@
-"""Reading the files a user names (specs, dumps, node lists): one-line errors for paths
-that are not readable files, sizes checked before reading, text checked before parsing
-(JSON's nesting and number lengths too, for what arrives on a socket)."""
+"""Reading the files a user names (specs, scenarios, dumps, node lists, OpenSM files): one
+routine, with one-line errors for paths that are not readable regular files, sizes
+checked before and while reading, text checked before parsing (JSON's nesting and number
+lengths too, for what arrives on a socket)."""
 
 from __future__ import annotations
 
@@ -36,17 +37,25 @@ def path_kind(arg: str, where: str | None = None, error=InputError) -> str | Non
 def read_bytes(
     path: str, max_bytes: int, what: str, error=InputError, *, prefix: str = ""
 ) -> bytes:
-    """The file's bytes, or a one-line error: unreadable, larger than ``max_bytes``
-    (checked on the open file before reading, and while reading, for pipes and devices),
-    or binary (a NUL byte: every input fabriclab reads is text; checked chunk by chunk,
-    so /dev/zero stops at once)."""
+    """The file's bytes, or a one-line error: unreadable, not a regular file (a FIFO, a
+    device, a socket: refused before any read, as one could hang or never end), larger
+    than ``max_bytes`` (checked on the open file before reading, and while reading), or
+    binary (a NUL byte: every input fabriclab reads is text; checked chunk by chunk).
+    Every file a user names is read here."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                raise error([Problem(path, "is a directory, not a file")])
+    try:  # O_NONBLOCK: opening a FIFO with no writer returns at once (no effect on a file)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise error([Problem(path, f"cannot read: {e.strerror}")]) from None
+    except ValueError:  # an embedded NUL byte
+        raise error([Problem(repr(path), "cannot read: not a path (a NUL byte)")]) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise error([Problem(path, f"is {_kind(st.st_mode)}, not a regular file")])
+    with os.fdopen(fd, "rb") as f:
+        try:
             if st.st_size > max_bytes:
                 raise error(
                     [
@@ -58,7 +67,7 @@ def read_bytes(
                     ]
                 )
             while True:
-                chunk = f.read(1 << 20)
+                chunk = f.read(min(1 << 20, max_bytes + 1 - size))
                 if not chunk:
                     break
                 nul = chunk.find(b"\0")
@@ -73,14 +82,28 @@ def read_bytes(
                         ]
                     )
                 size += len(chunk)
-                if size > max_bytes:
+                if size > max_bytes:  # it grew while being read
                     raise error(
                         [Problem(path, f"more than {_mib(max_bytes)}: too large for {what}")]
                     )
                 chunks.append(chunk)
-    except OSError as e:
-        raise error([Problem(path, f"cannot read: {e.strerror}")]) from None
+        except OSError as e:
+            raise error([Problem(path, f"cannot read: {e.strerror}")]) from None
     return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
 
 
 def decode_text(

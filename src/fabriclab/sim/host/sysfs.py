@@ -35,12 +35,12 @@ Formats (Linux ``drivers/infiniband/core/sysfs.c`` unless noted):
 
 from __future__ import annotations
 
-import os
-import shutil
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ... import safedir
 from ...errors import InputError, Problem
 
 MARK = ".fabriclab-sysfs"  # in DIR: the tree is ours to replace
@@ -203,47 +203,79 @@ def render(view: dict) -> dict[str, str]:
 
 
 class Tree:
-    """The tree under ``root`` (a sys root), rewritten file by file as values change."""
+    """The tree under ``root`` (a sys root), rewritten file by file as values change,
+    through :mod:`fabriclab.safedir`: ``root`` must be the caller's own directory, nothing
+    in it another user's, and no symbolic link in it is followed."""
 
     def __init__(self, root: Path):
         self.root = root
-        self.tmp = root / ".tmp"  # beside the tree, on its file system: renames are atomic
         self.written: dict[str, str] = {}
+        self._ident: tuple[int, int] | None = None  # the directory claimed
 
     def claim(self) -> None:
         """Make ``root`` ours: it must be missing, empty, or a tree written before (then
         its old contents go); anything else is refused."""
-        root = self.root
-        if root.exists() and not root.is_dir():
-            raise InputError([Problem(str(root), "is not a directory")])
-        if root.is_dir() and any(root.iterdir()) and not (root / MARK).exists():
-            raise InputError(
-                [Problem(str(root), "is not empty and not a tree fabriclab wrote; pick another")]
-            )
-        try:
-            for old in ("class", ".tmp"):
-                shutil.rmtree(root / old, ignore_errors=True)
-            root.mkdir(parents=True, exist_ok=True)
-            (root / MARK).write_text("written by fabriclab sysfs\n")
-            self.tmp.mkdir(exist_ok=True)
-        except OSError as e:
-            raise InputError([Problem(str(root), f"cannot write: {e.strerror}")]) from None
+        with safedir.open_dir(self.root) as d:
+            d.check_entries()
+            names = d.names()
+            mark = d.entry(MARK)
+            if names and (mark is None or not stat.S_ISREG(mark.st_mode)):
+                raise InputError(
+                    [
+                        Problem(
+                            str(self.root),
+                            "is not empty and not a tree fabriclab wrote; pick another",
+                        )
+                    ]
+                )
+            d.check_entries(_OURS, deep=True)
+            for old in _OURS:
+                d.remove(old)
+            d.write(MARK, b"written by fabriclab sysfs\n")
+            d.sub(_ASIDE).close()  # beside the tree, on its file system: renames are atomic
+            self._ident = d.ident()
+        self.written = {}
 
     def update(self, files: dict[str, str]) -> int:
         """Write the files whose content changed since the last update (each by rename,
-        never in place); how many were written."""
-        n = 0
-        for rel, text in files.items():
-            if self.written.get(rel) == text:
-                continue
-            path = self.root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            aside = self.tmp / f"{n}.{os.getpid()}"
-            aside.write_text(text)
-            os.replace(aside, path)
-            self.written[rel] = text
-            n += 1
-        return n
+        never in place); how many were written.  The directory must still be the one
+        claimed."""
+        changed = [(rel, text) for rel, text in files.items() if self.written.get(rel) != text]
+        if not changed:
+            return 0
+        if self._ident is None:
+            self.claim()
+        with safedir.open_dir(self.root, create=False) as root:
+            if root.ident() != self._ident:
+                raise safedir.UnsafeDir(
+                    [Problem(str(self.root), "was replaced since it was written: stopping")]
+                )
+            dirs = {"": root}
+            try:
+                aside = dirs[_ASIDE] = root.sub(_ASIDE)
+                for rel, text in changed:
+                    parent, _, name = rel.rpartition("/")
+                    d = dirs.get(parent) or _enter(dirs, parent)
+                    d.write(name, text.encode(), aside=aside)
+                    self.written[rel] = text
+            finally:
+                for rel, d in dirs.items():
+                    if rel:
+                        d.close()
+        return len(changed)
+
+
+_ASIDE = ".tmp"
+_OURS = ("class", _ASIDE)  # what a tree holds beside its mark
+
+
+def _enter(dirs: dict[str, safedir.Dir], rel: str) -> safedir.Dir:
+    """The open directory ``rel`` under the root (made when missing), entered one
+    component at a time from the nearest one open."""
+    parent, _, name = rel.rpartition("/")
+    up = dirs.get(parent) or _enter(dirs, parent)
+    d = dirs[rel] = up.sub(name)
+    return d
 
 
 def keep_live(

@@ -31,6 +31,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ... import inputs
 from ...errors import FabriclabError, InputError, Problem
 from ...spec import yaml_guard
 from . import durations
@@ -261,16 +262,6 @@ FILE_MAX = 512 * 1024  # bytes of a scenario file
 
 
 def read_file(path) -> str:
-    """A scenario file's text, its size checked before it is read."""
-    from pathlib import Path
-
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > FILE_MAX:
-            raise InputError([Problem(str(p), f"{size} bytes: a scenario is at most {FILE_MAX}")])
-        return p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError([Problem(str(p), f"cannot read: {e.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise InputError([Problem(str(p), "not UTF-8 text")]) from None
+    """A scenario file's text (:func:`fabriclab.inputs.read_text`: a regular file of at
+    most FILE_MAX bytes of UTF-8, or one error line)."""
+    return inputs.read_text(str(path), FILE_MAX, "a scenario")

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ... import safedir
 from ...errors import FabriclabError, InputError, Problem
 from ...ib import hostwire, simwire
 from ...model.cluster import Cluster
@@ -383,38 +384,31 @@ def write_shims(
     umad2sim), an ``nvidia-smi`` answering for the tray's GPUs, and a ``sudo`` that just
     runs its command (topograph runs ``sudo ibnetdiscover``)."""
     _way, env = attach_env(inst, cluster, node, via, base={})
-    directory.mkdir(parents=True, exist_ok=True)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
-    written = []
+    scripts: dict[str, str] = {}
     for tool in TOOLS:
         real = shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin")
-        if real is None:
-            continue
-        _script(directory / tool, f'{exports}exec {shlex.quote(real)} "$@"\n')
-        written.append(tool)
+        if real is not None:
+            scripts[tool] = f'{exports}exec {shlex.quote(real)} "$@"\n'
     tray = node.replace("/", ":").split(":")[0]
     if cluster.tray(tray) is not None:
         # answered by the running fabric: its NVLink faults show
-        _script(
-            directory / "nvidia-smi",
+        scripts["nvidia-smi"] = (
             f"exec {shlex.join(fabriclab_argv())} nvidia-smi --name {shlex.quote(inst.name)} "
-            f'{shlex.quote(tray)} -- "$@"\n',
+            f'{shlex.quote(tray)} -- "$@"\n'
         )
-        written.append("nvidia-smi")
-    _script(
-        directory / "sudo",
+    scripts["sudo"] = (
         "# runs the command as the caller: the emulated tray's tools need no root\n"
         'while [ $# -gt 0 ]; do case "$1" in -[ugCDhpRrTU]) shift 2 ;; --) shift; break ;;'
         " -*) shift ;; *) break ;; esac; done\n"
-        f'PATH={shlex.quote(str(directory))}:$PATH exec "$@"\n',
+        f'PATH={shlex.quote(str(directory))}:$PATH exec "$@"\n'
     )
-    written.append("sudo")
-    return written
-
-
-def _script(path: Path, body: str) -> None:
-    path.write_text("#!/bin/sh\n# written by fabriclab shims\n" + body)
-    path.chmod(0o755)
+    # a directory another user could reach: nothing in it may be theirs, no link followed
+    with safedir.open_dir(directory) as d:
+        d.check_entries()
+        for tool, body in scripts.items():
+            d.write(tool, f"#!/bin/sh\n# written by fabriclab shims\n{body}".encode(), 0o755)
+    return list(scripts)
 
 
 def python_argv() -> list[str]:

@@ -162,7 +162,11 @@ class HostLink:
             w.sock.close()
         for tray, (tree, asked) in list(self._trees.items()):
             if now - asked < _TREE_LIVE:
-                self._write_tree(tray, tree)
+                try:
+                    self._write_tree(tray, tree)
+                except FabriclabError as e:  # the next ask claims the tree afresh
+                    self.transport.rlog.warning("tree not written", "host link: %s", e)
+                    del self._trees[tray]
 
     def _forget_pending(self, c: socket.socket) -> None:
         fd = c.fileno()
