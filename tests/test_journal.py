@@ -204,8 +204,9 @@ def test_every_damage_is_a_clean_resume_or_one_line(tmp_path, good, data):
 
 def test_flows_come_back_all_at_once_as_they_were(tmp_path, good):
     live = _resume(tmp_path, good)
-    flows = live.traffic_request("list", [], {})
+    flows = live.traffic_request("list", [], {})["flows"]
     assert len(flows) == len(good["traffic"]) == 3
+    assert all((f["timeout"], f["retry_count"]) == (20, 7) for f in flows)  # NCCL's
     sized = [f for f in flows if f["size"] is not None]
     assert len(sized) == 1 and sized[0]["size"] == good["traffic"][0]["left"]
     assert all(f["limit"] == pytest.approx(1e9) for f in flows if f["size"] is None)

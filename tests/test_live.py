@@ -323,7 +323,7 @@ def test_retrying_flows_are_journalled_with_what_is_left_and_their_attributes(ro
         (2, 100, 12, 1),
     ]
     again = TrafficEngine(live.sim, live.clock)
-    commands.restore_flows(again, live.sim, doc)
+    commands.restore_flows(again, commands.flow_ports(live.sim, doc), doc)
     flows = again.flows()
     assert [(f.size, f.state, f.timeout, f.retry_count) for f in flows] == [
         (left, "retrying", 20, 7),
