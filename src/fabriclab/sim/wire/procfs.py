@@ -182,6 +182,69 @@ def socket_inodes(pid: int) -> set[int]:
     return out
 
 
+@dataclass(frozen=True)
+class Holder:
+    """A process holding a socket open: its pid, (effective) uid and command name."""
+
+    pid: int
+    uid: int
+    command: str
+
+    def __str__(self) -> str:
+        return f"uid {self.uid} (pid {self.pid}, {self.command})"
+
+
+def holders(inode: int, limit: int = 8) -> list[Holder]:
+    """The processes (at most ``limit``) that have socket ``inode`` open, among those
+    whose /proc/PID/fd this user may read (every one, as root)."""
+    want = f"socket:[{inode}]"
+    out: list[Holder] = []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if _has_open(pid, want):
+            try:
+                with open(f"/proc/{pid}/status", "rb") as f:
+                    uid = next(int(x.split()[2]) for x in f if x.startswith(b"Uid:"))
+                with open(f"/proc/{pid}/comm", "rb") as f:
+                    comm = f.read(64).strip().decode(errors="replace")
+            except (OSError, StopIteration, ValueError, IndexError):
+                continue
+            out.append(Holder(pid, uid, comm))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _has_open(pid: int, target: str) -> bool:
+    """Whether process ``pid`` has a descriptor whose link reads ``target``."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def abstract_holder(address: bytes) -> str:
+    """Who holds the abstract socket ``address`` (as given to bind()), for a message:
+    "uid U (pid P, COMMAND)", or what can be said when the holder cannot be seen."""
+    try:
+        with open(UNIX_TABLE, "rb") as f:
+            inode = unix_inode(f.read(), shown_name(address))
+        if inode is None:
+            return "no process now"
+        found = holders(inode)
+    except OSError:
+        found = []
+    if found:
+        return ", ".join(map(str, found))
+    return "a process this user cannot see (root can name it)"
+
+
 def open_fds() -> int:
     """How many file descriptors this process has open."""
     return len(os.listdir("/proc/self/fd"))
