@@ -23,7 +23,7 @@ from helpers import fl, one_error, run_tool, stop_process
 from fabriclab.ib import simwire
 from fabriclab.sim.host.hostlib import library_path
 from fabriclab.sim.run import tools
-from fabriclab.sim.wire import procfs
+from fabriclab.sim.wire import procfs, sockdiag
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another uid needs root to become it")
@@ -73,6 +73,23 @@ def test_the_holder_of_an_abstract_name_is_named():
     finally:
         s.close()
     assert procfs.abstract_holder(address) == "no process now"
+
+
+def test_a_holder_out_of_sight_is_still_named_by_its_uid(monkeypatch):
+    """A user who may not read another's /proc/PID/fd still learns the holder's uid,
+    from the kernel (sock_diag)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    address = simwire.sockname(f"flnames{os.getpid()}diag", "ctl")
+    s.bind(address)
+    try:
+        assert sockdiag.unix_uid(os.fstat(s.fileno()).st_ino) == os.geteuid()
+        monkeypatch.setattr(procfs, "holders", lambda inode: [])  # as another user sees
+        assert procfs.abstract_holder(address) == (
+            f"uid {os.geteuid()} (its process is not yours to see: root can name it)"
+        )
+    finally:
+        s.close()
+    assert sockdiag.unix_uid(2**32 - 2) is None  # no such socket
 
 
 @as_root

@@ -18,6 +18,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from . import sockdiag
+
 
 class ProcFile:
     """A /proc file opened once and re-read from the start on each :meth:`read`
@@ -231,7 +233,8 @@ def _has_open(pid: int, target: str) -> bool:
 
 def abstract_holder(address: bytes) -> str:
     """Who holds the abstract socket ``address`` (as given to bind()), for a message:
-    "uid U (pid P, COMMAND)", or what can be said when the holder cannot be seen."""
+    "uid U (pid P, COMMAND)", or what can be said when the process cannot be seen
+    (its uid, asked of the kernel: :mod:`.sockdiag`)."""
     try:
         with open(UNIX_TABLE, "rb") as f:
             inode = unix_inode(f.read(), shown_name(address))
@@ -239,10 +242,13 @@ def abstract_holder(address: bytes) -> str:
             return "no process now"
         found = holders(inode)
     except OSError:
-        found = []
+        return "a process (the socket table cannot be read)"
     if found:
         return ", ".join(map(str, found))
-    return "a process this user cannot see (root can name it)"
+    uid = sockdiag.unix_uid(inode)
+    if uid is None:
+        return "a process of another user (root can name it)"
+    return f"uid {uid} (its process is not yours to see: root can name it)"
 
 
 def open_fds() -> int:
