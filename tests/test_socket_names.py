@@ -225,6 +225,15 @@ def test_allow_user_through_the_host_library_is_refused_with_one_line(real_tools
             "--allow-user attaches through libumad2sim (fabriclab exec --via umad2sim)"
         ], r.stderr
         assert "CA " not in r.stdout and "Permission denied" not in r.stderr
+        # an environment written by hand, without the owner: the socket is out of reach
+        del env["FABRICLAB_OWNER"]
+        r = ibstat(_as_nobody)
+        said = [x for x in r.stderr.splitlines() if x.startswith("fabriclab:")]
+        assert said == [
+            f"fabriclab: cannot reach the fabric server '{f.name}' at "
+            f"{env['FABRICLAB_HOST_SOCKET']}: Permission denied (it serves its owner and "
+            "root only: a user admitted with up --allow-user attaches through libumad2sim)"
+        ], r.stderr
         # the way it names works for them
         r = run_tool(f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=_as_nobody)
         assert r.returncode == 0, r.stderr

@@ -58,8 +58,11 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
     socklen_t peer_len = sizeof peer;
     if (connect(s, (struct sockaddr *)&server_addr, server_len) < 0) {
         err = errno;
-        snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s' at %s: %s",
-                 server_name, server_addr.sun_path, strerror(err));
+        snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s' at %s: %s%s",
+                 server_name, server_addr.sun_path, strerror(err),
+                 err == EACCES ? " (it serves its owner and root only: a user admitted with "
+                                 "up --allow-user attaches through libumad2sim)"
+                               : "");
     } else if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0) {
         err = errno;
         snprintf(text, FL_TEXT_MAX, "cannot tell whose the fabric server '%s' is: %s",
