@@ -1,6 +1,6 @@
 /* fabriclab's host library: configuration from the environment (which fabric server,
- * where its socket is, whose it must be, which tray), the messages said once when the server fails us, and gethostname (the
- * tray's name). */
+ * where its socket is, whose it must be, which tray), the messages said once when the
+ * server fails us, and gethostname (the tray's name). */
 #include "hostlib.h"
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -12,10 +12,10 @@ uid_t server_owner;
 char config_problem[256];
 int said_failure, said_gone;
 
-/* Where the server's socket is when FABRICLAB_HOST_SOCKET does not say: `<name>.host` in
- * the state directory, found as fabriclab finds it (fabriclab.statedir): $FABRICLAB_STATE_DIR,
- * else $XDG_RUNTIME_DIR/fabriclab, else $TMPDIR (or /tmp)/fabriclab-<euid>.  Written into
- * buf (n bytes); the length it wanted. */
+/* Where the server's socket is when FABRICLAB_HOST_SOCKET does not say: `<name>.host`
+ * in the state directory, found as fabriclab finds it (fabriclab.statedir):
+ * $FABRICLAB_STATE_DIR, else $XDG_RUNTIME_DIR/fabriclab, else $TMPDIR (or
+ * /tmp)/fabriclab-<euid>.  Written into buf (n bytes); the length it wanted. */
 static int derive_path(char *buf, size_t n)
 {
     const char *d = getenv("FABRICLAB_STATE_DIR");

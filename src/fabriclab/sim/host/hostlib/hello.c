@@ -2,11 +2,11 @@
  * and answered by a REPLY (fabriclab.ib.hostwire). */
 #include "hostlib.h"
 
-/* Opens a connection of `kind` (only as the fabric's owner or root, and only to a server
- * running as one of them: SO_PEERCRED) and says HELLO (index, token, then `extra` in the same
- * frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS for the REPLY.  The
- * connected, blocking socket, or -1 with errno and what went wrong in `text` (the
- * server's own line when it refused).  REPLY's token goes to *token. */
+/* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
+ * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
+ * `extra` in the same frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS
+ * for the REPLY.  The connected, blocking socket, or -1 with errno and what went wrong
+ * in `text` (the server's own line when it refused).  REPLY's token goes to *token. */
 int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
           int cloexec, char *text)
 {
