@@ -112,6 +112,33 @@ def test_up_on_a_control_name_another_user_holds_names_the_holder(tmp_path):
             fl("down", "--name", name, env=env, cwd=tmp_path)
 
 
+_BIND_OUT = """
+import socket, sys, time
+socks = []
+for i in range(2):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(b"\\0" + sys.argv[1].encode() + b":out%d\\0" % i)
+    socks.append(s)
+print("bound", flush=True)
+time.sleep(120)
+"""
+
+
+@as_root
+def test_data_socket_names_another_user_took_are_passed_over(real_tools, tmp_path):
+    """Another user binds the names of the first client ids' data sockets: tools still
+    attach, at the ids after them."""
+    with fabric_up("lab", tmp_path) as f:
+        squatter = _squat(_BIND_OUT, f.name)
+        try:
+            r = f.run("sched-worker1", "ibstat", check=False, timeout=60)
+        finally:
+            stop_process(squatter)
+        assert r.returncode == 0 and "CA 'ibsim0'" in r.stdout, r.stderr
+        log = (Path(f.env["FABRICLAB_STATE_DIR"]) / f"{f.name}.log").read_text()
+        assert f"{f.name}:out0 is held by another process: client id 0 passed over" in log
+
+
 def test_the_host_library_socket_is_a_file_in_the_0700_state_directory(real_tools, tmp_path):
     with fabric_up("lab", tmp_path) as f:
         state = Path(f.env["FABRICLAB_STATE_DIR"])
