@@ -20,10 +20,12 @@ import pytest
 from fabric_server import fabric_up
 from helpers import fl, one_error, run_tool, stop_process
 
+from fabriclab.errors import InputError
 from fabriclab.ib import simwire
 from fabriclab.sim.host.hostlib import library_path
 from fabriclab.sim.run import tools
 from fabriclab.sim.wire import procfs, sockdiag
+from fabriclab.statedir import UnsafeState, bind_socket
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="another uid needs root to become it")
@@ -264,3 +266,20 @@ def test_allow_user_through_the_host_library_is_refused_with_one_line(real_tools
         # the way it names works for them
         r = run_tool(f.name, "sched-worker1", ["ibstat"], work, timeout=30, preexec_fn=_as_nobody)
         assert r.returncode == 0, r.stderr
+
+
+def test_a_socket_file_replaces_only_a_stale_socket_of_ours(tmp_path):
+    path = tmp_path / "f.host"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stale.bind(str(path))
+    stale.close()  # a killed server's
+    s = bind_socket(path, socket.SOCK_SEQPACKET)
+    s.close()
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+    path.unlink()
+    path.write_text("not a socket\n")
+    with pytest.raises(UnsafeState, match="exists and is not our socket"):
+        bind_socket(path, socket.SOCK_SEQPACKET)
+    assert path.read_text() == "not a socket\n"
+    with pytest.raises(InputError, match="path too long"):
+        bind_socket(tmp_path / ("x" * 120), socket.SOCK_SEQPACKET)

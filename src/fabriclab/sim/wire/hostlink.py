@@ -2,8 +2,9 @@
 tools on a tray, through the host library, see the tray's HCAs as a host does.
 
 A listening SOCK_SEQPACKET socket, the file ``<name>.host`` in the 0700 state directory
-(:func:`host_socket`; an abstract name anyone could bind first), takes one connection per open umad or
-issm file of a tool, and short ones for its registrations and for the tray's /sys tree.
+(:func:`host_socket`: not an abstract name, which anyone could bind first), takes one
+connection per open umad or issm file of a tool, and short ones for its registrations
+and for the tray's /sys tree.
 An open umad file becomes a :class:`~.transport.Client` at its HCA port whose socket
 (:class:`.umadsock.UmadSocket`) turns the kernel's ``ib_user_mad`` frames into the server's
 sim_request and back, so the MAD path (:mod:`.dispatch`) is the one every client takes.
