@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -130,9 +131,15 @@ class Conn:
 class Stub:
     """The server end of the host protocol for one tray: TREE names ``root``; a UMAD
     connection's messages go to ``answer``, whose frames are sent back; REGISTER and
-    UNREGISTER are recorded; one ISSM holder at a time."""
+    UNREGISTER are recorded; one ISSM holder at a time.  It listens at ``<name>.host``
+    in a directory of its own, or in ``where`` = (host path, the path the tools see)."""
 
-    def __init__(self, root: Path | None, answer: Answer | None = None):
+    def __init__(
+        self,
+        root: Path | None,
+        answer: Answer | None = None,
+        where: tuple[Path, str] | None = None,
+    ):
         self.name = f"flhl{os.getpid()}x{next(_names)}"
         self.root, self.answer = root, answer
         self.conns: list[Conn] = []
@@ -140,8 +147,12 @@ class Stub:
         self.unregistered: list[tuple[int, int]] = []
         self.issm: socket.socket | None = None
         self.socks: list[socket.socket] = []
+        self.own_dir = where is None
+        self.dir = Path(tempfile.mkdtemp(prefix="flhl")) if where is None else where[0]
+        self.path = self.dir / f"{self.name}.{hostwire.SOCKET_KIND}"
+        self.seen = str(self.path) if where is None else f"{where[1]}/{self.path.name}"
         self.lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.lsock.bind(simwire.sockname(self.name, hostwire.SOCKET_KIND))
+        self.lsock.bind(str(self.path))
         self.lsock.listen(16)
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -150,6 +161,7 @@ class Stub:
             **os.environ,
             "LD_PRELOAD": library_path(),
             "FABRICLAB_SOCKNAME": self.name,
+            "FABRICLAB_HOST_SOCKET": self.seen,
             "FABRICLAB_TRAY": tray,
         }
 
@@ -161,6 +173,9 @@ class Stub:
             except OSError:
                 pass
             s.close()
+        self.path.unlink(missing_ok=True)
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _accept(self) -> None:
         while True:
@@ -333,12 +348,13 @@ def test_without_the_socket_name_nothing_is_redirected(stub, tmp_path):
 
 
 def test_no_server_or_an_unknown_tray_is_one_line_and_the_tools_own_error(stub, tmp_path):
-    env = {**stub.env(), "FABRICLAB_SOCKNAME": f"{stub.name}-nobody"}
+    gone = tmp_path / "gone.host"
+    env = {**stub.env(), "FABRICLAB_SOCKNAME": "nobody", "FABRICLAB_HOST_SOCKET": str(gone)}
     r = run(["ibstat", "mlx5_0"], env, tmp_path)
     assert r.returncode != 0 and "'mlx5_0' IB device can't be found" in r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("fabriclab:")]
     assert lines == [
-        f"fabriclab: cannot reach the fabric server '{stub.name}-nobody': Connection refused"
+        f"fabriclab: cannot reach the fabric server 'nobody' at {gone}: No such file or directory"
     ]
     r = run(["ibstat", "mlx5_0"], stub.env("no-such-tray"), tmp_path)
     assert r.returncode != 0 and "'mlx5_0' IB device can't be found" in r.stderr
@@ -512,9 +528,10 @@ def test_rdma_core_56_tools_through_the_library(tree, tmp_path):
         host, inside = debian13.scratch("hostlib")
         shutil.copytree(tree, host / "sys")
         shutil.copy(library_path(), host / "lib.so")
-        stub = Stub(Path(inside) / "sys", answer_smp)
+        stub = Stub(Path(inside) / "sys", answer_smp, where=(host, inside))
         env = {**stub.env(), "LD_PRELOAD": f"{inside}/lib.so"}
-        env = {k: env[k] for k in ("LD_PRELOAD", "FABRICLAB_SOCKNAME", "FABRICLAB_TRAY")}
+        keep = ("LD_PRELOAD", "FABRICLAB_SOCKNAME", "FABRICLAB_HOST_SOCKET", "FABRICLAB_TRAY")
+        env = {k: env[k] for k in keep}
 
         def tool(*argv: str) -> subprocess.CompletedProcess:
             return debian13.run(argv, env=env, cwd=inside, timeout=60)

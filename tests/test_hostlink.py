@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 from helpers import served, wait_for
 
-from fabriclab.ib import hostwire, simwire, umad
+from fabriclab.ib import hostwire, umad
 from fabriclab.ib.caps import CAP_IS_SM
 from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
@@ -23,6 +23,7 @@ from fabriclab.sim.wire.hostlink import HostLink
 from fabriclab.spec.load import load_spec
 
 TRAY_A, TRAY_B = "gb-r01-t01", "gb-r02-t05"
+_SOCKETS: dict[str, str] = {}  # each fabric's host socket, by its name
 PING_CLASS, OPENIB_OUI = 0x32, 0x001405  # ibping's (infiniband-diags ibping.c, libibmad)
 
 
@@ -35,6 +36,7 @@ def fabric(tmp_path_factory):
             srv.transport, srv.sim, cluster, tmp_path_factory.mktemp("trees"), srv.set_issm
         )
         link.bind()
+        _SOCKETS[srv.name] = str(link.path)
         up = threading.Event()
         t = threading.Thread(target=srv.serve_forever, kwargs={"ready": up.set}, daemon=True)
         t.start()
@@ -50,7 +52,7 @@ def fabric(tmp_path_factory):
 def _connect(srv, kind, tray="", index=0, token=0, extra=b""):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(10)
-    s.connect(simwire.sockname(srv.name, hostwire.SOCKET_KIND))
+    s.connect(_SOCKETS[srv.name])
     hello = hostwire.HELLO.pack(
         hostwire.MAGIC, 1, kind, os.getpid(), index, token, 0, tray.encode()
     )
@@ -241,7 +243,7 @@ def test_bad_frames_cost_nothing_and_issm_is_held_by_one(fabric):
     s.close()
     raw = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     raw.settimeout(10)
-    raw.connect(simwire.sockname(srv.name, hostwire.SOCKET_KIND))
+    raw.connect(_SOCKETS[srv.name])
     raw.send(b"hello?")
     assert hostwire.REPLY.unpack_from(raw.recv(4096))[1] == errno.EPROTO
     raw.close()

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import stat
 import tempfile
 from pathlib import Path
 
 from .errors import InputError, Problem
+
+SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL (unix(7))
 
 
 class UnsafeState(InputError):
@@ -95,3 +98,31 @@ def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
         what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}"
         raise UnsafeState([Problem(str(path), f"is {what}: refusing to use it")])
     return fd
+
+
+def bind_socket(path: Path, kind: int) -> socket.socket:
+    """A Unix socket of ``kind`` bound at ``path`` in the state directory, born 0600 (a
+    stale socket of ours, left by a killed server, is replaced; any other file there
+    is refused)."""
+    if len(os.fsencode(path)) > SUN_PATH_MAX:
+        raise InputError(
+            [Problem(str(path), "path too long for a Unix socket (set FABRICLAB_STATE_DIR)")]
+        )
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            raise UnsafeState([Problem(str(path), "exists and is not our socket")])
+        os.unlink(path)
+    s = socket.socket(socket.AF_UNIX, kind)
+    old = os.umask(0o177)
+    try:
+        s.bind(os.fspath(path))
+    except OSError:
+        s.close()
+        raise
+    finally:
+        os.umask(old)
+    return s

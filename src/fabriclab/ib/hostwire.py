@@ -1,8 +1,8 @@
 """fabriclab's host protocol: what its host library (``sim/host/hostlib``), preloaded into a
 libibumad program, says to the fabric server for the tray it runs on.
 
-The server listens on the abstract SOCK_SEQPACKET socket ``<name>:host``
-(:func:`fabriclab.ib.simwire.sockname`).  Every connection starts with one HELLO frame
+The server listens on the SOCK_SEQPACKET socket file ``<name>.host`` in its owner's 0700
+state directory, and each end checks the other's uid (``SO_PEERCRED``).  Every connection starts with one HELLO frame
 from the library and one REPLY frame from the server; the HELLO's ``kind`` says what the
 connection is:
 
@@ -57,4 +57,4 @@ REPLY = struct.Struct("<IiII")  # 16 bytes
 TEXT_MAX = 4096 - REPLY.size
 FRAME_MAX = 65536  # bytes of one frame: a longer message is sent in pieces
 MORE = 0x80000000  # in a first frame's header status: pieces follow
-SOCKET_KIND = "host"  # the listening socket is <name>:host
+SOCKET_KIND = "host"  # the listening socket is the file <name>.host

@@ -31,7 +31,7 @@ from ..wire.server import FabricServer
 from . import detach, progress
 from .admin import AdminServer, admin_path
 from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
-from .records import Instance, NotRunning, check_name, stop
+from .records import Instance, NotRunning, check_name, check_name_free, stop
 from .records import running as running_records
 from .tools import Loader, Say, python_argv
 
@@ -120,20 +120,7 @@ def _up(
         if not sep:
             raise InputError([Problem("--swap", f"{pair!r}: give two ports, PORT,PORT")])
         miswire.swap(cluster, a, b)
-    try:
-        already = Instance.load(req.name)
-        raise InputError(
-            [
-                Problem(
-                    req.name,
-                    f"fabric {req.name!r} is already up (pid "
-                    f"{already.pid}, {already.spec}); 'fabriclab down --name "
-                    f"{req.name}' first",
-                )
-            ]
-        )
-    except NotRunning:
-        pass
+    check_name_free(req.name, local=addr is None)
     req.sm_options = req.sm_options.checked(req.with_sm)  # its files, before anything starts
     if req.with_sm:
         where = req.sm_at or (cluster.trays[0].host if cluster.trays else "")
@@ -228,6 +215,7 @@ def _serve(
     try:
         srv.bind()
     except OSError as e:
+        check_name_free(name, local=addr is None)  # whose is the name
         raise InputError(
             [
                 Problem(
@@ -249,6 +237,7 @@ def _serve(
         time.time(),
     )
     inst.note_server(os.getpid())
+    inst.host_socket = str(link.path) if link is not None else None
     sm_proc = None
     if req.with_sm:
         sm_proc = start_sm(
@@ -349,13 +338,13 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
 
 
 def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
-    """The host library's socket on ``srv`` (``<name>:host``), served in its loop."""
+    """The host library's socket on ``srv`` (``<state>/<name>.host``), served in its loop."""
     link = HostLink(srv.transport, srv.sim, cluster, trees_dir(state_dir(), name), srv.set_issm)
     try:
         link.bind()
     except OSError as e:
         raise InputError(
-            [Problem(f"{name}:host", f"cannot serve the host library: {e.strerror}")]
+            [Problem(str(link.path), f"cannot serve the host library: {e.strerror}")]
         ) from None
     return link
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...errors import FabriclabError, InputError, Problem
+from ...ib import simwire
 from ...ib.simwire import DEFAULT_NAME
 from ...statedir import open_state_file, state_dir
 from ..wire import procfs
@@ -43,6 +44,7 @@ class Instance:
     cmdline: list | None = None
     sm_start: int | None = None
     sm_cmdline: list | None = None
+    host_socket: str | None = None  # the host library's socket (a local fabric's)
 
     @property
     def path(self) -> Path:
@@ -240,3 +242,37 @@ def stop(name: str, timeout: float = 10.0) -> Instance:
         signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
     inst.path.unlink(missing_ok=True)
     return inst
+
+
+def check_name_free(name: str, local: bool) -> None:
+    """No fabric named ``name`` may be up, and (``local``) its control socket name, an
+    abstract one (libumad2sim knows no other) that any local user can bind, must be
+    free: who holds it is said."""
+    try:
+        already = Instance.load(name)
+        raise InputError(
+            [
+                Problem(
+                    name,
+                    f"fabric {name!r} is already up (pid {already.pid}, {already.spec}); "
+                    f"'fabriclab down --name {name}' first",
+                )
+            ]
+        )
+    except NotRunning:
+        pass
+    address = simwire.sockname(name, "ctl")
+    try:
+        taken = local and procfs.abstract_bound(address)
+    except OSError:
+        return  # no socket table to read: bind() will say
+    if taken:
+        shown = procfs.shown_name(address).decode(errors="replace").rstrip("@")
+        raise InputError(
+            [
+                Problem(
+                    name,
+                    f"the socket name '{shown}' is held by {procfs.abstract_holder(address)}",
+                )
+            ]
+        )

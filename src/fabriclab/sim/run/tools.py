@@ -36,9 +36,11 @@ from ... import safedir
 from ...errors import FabriclabError, InputError, Problem
 from ...ib import hostwire, simwire
 from ...model.cluster import Cluster
+from ...statedir import state_dir
 from ..host import hostlib
 from ..host import sysfs as sysfs_tree
 from ..wire import procfs
+from ..wire.hostlink import host_socket
 from . import admin
 from .records import Instance, NotRunning, is_up
 
@@ -134,12 +136,16 @@ WAYS = ("auto", "hostlib", "umad2sim")
 
 def host_env(inst: Instance, tray: str, base: dict | None = None) -> dict[str, str]:
     """The environment a real tool needs to run on tray ``tray`` through the host
-    library."""
+    library: the fabric's name, its socket and its owner (the uid the library holds
+    the server to: this user's, as the record is in this user's state directory)."""
+    path = inst.host_socket or str(host_socket(state_dir(), inst.name))
     env = dict(os.environ if base is None else base)
     for k in ("SIM_HOST", "IBSIM_SOCKNAME", "IBSIM_SERVER_NAME", "IBSIM_SERVER_PORT"):
         env.pop(k, None)
     env["LD_PRELOAD"] = hostlib.library_path()
     env["FABRICLAB_SOCKNAME"] = inst.name
+    env["FABRICLAB_HOST_SOCKET"] = path
+    env["FABRICLAB_OWNER"] = str(os.geteuid())
     env["FABRICLAB_TRAY"] = tray
     return env
 
@@ -180,7 +186,7 @@ def tray_tree(name: str, tray: str, timeout: float = 10.0) -> Path:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(timeout)
     try:
-        s.connect(simwire.sockname(name, hostwire.SOCKET_KIND))
+        s.connect(str(host_socket(state_dir(), name)))
         s.send(
             hostwire.HELLO.pack(
                 hostwire.MAGIC,

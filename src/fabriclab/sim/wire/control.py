@@ -12,6 +12,7 @@ many, is :mod:`.admission`'s policy, applied here at connect.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import time
@@ -223,11 +224,7 @@ class Control:
         self._check_limits(sender, replaced)
         for old in replaced:
             transport.detach(old, "replaced by a new client with the same id")
-        cid = next(i for i in range(transport.capacity) if i not in clients)
-        try:
-            sock = transport.open_data_socket(cid, host, key)
-        except OSError as e:  # out of descriptors, or the client's socket is not there
-            raise Refused(f"cannot open its data socket: {e.strerror}") from None
+        cid, sock = self._data_socket(host, key)
         cl = Client(cid, key, port, qp, bool(issm), nodeid, sock, addr, host, sender, pid, inode)
         transport.attach(cl)
         if cl.issm:
@@ -236,6 +233,30 @@ class Control:
         reply_id = nodeid if nodeid else port.node.fabric_node.label
         data = simwire.CLIENT_INFO.pack(cid, qp, issm, reply_id.encode()[:31])
         return simwire.Ctl(ctl.clientid, simwire.CTL_CONNECT, ctl.length, data)
+
+    def _data_socket(self, host: str, key: int):
+        """The first free client id whose data socket can be had, and that socket.  An
+        id whose abstract name ``<name>:out<id>`` another process took first is passed
+        over (any local user can bind one), so a squatted name costs an id, not every
+        attach."""
+        transport = self.transport
+        for cid in range(transport.capacity):
+            if cid in transport.clients:
+                continue
+            try:
+                return cid, transport.open_data_socket(cid, host, key)
+            except OSError as e:  # out of descriptors, or the client's socket is not there
+                if e.errno == errno.EADDRINUSE and not transport.remote:
+                    transport.rlog.warning(
+                        "data socket names taken",
+                        "%s:out%d is held by another process: client id %d passed over",
+                        transport.name,
+                        cid,
+                        cid,
+                    )
+                    continue
+                raise Refused(f"cannot open its data socket: {e.strerror}") from None
+        raise Refused("every data socket name the server may use is taken")
 
     def _identify(self, key: int, addr, creds) -> tuple[tuple, int, int]:
         """Who is attaching: (its quota's sender, its pid, its data socket's inode), or

@@ -1,8 +1,10 @@
 """The fabric server's end of fabriclab's host protocol (:mod:`fabriclab.ib.hostwire`):
 tools on a tray, through the host library, see the tray's HCAs as a host does.
 
-A listening SOCK_SEQPACKET socket ``<name>:host`` takes one connection per open umad or
-issm file of a tool, and short ones for its registrations and for the tray's /sys tree.
+A listening SOCK_SEQPACKET socket, the file ``<name>.host`` in the 0700 state directory
+(:func:`host_socket`: not an abstract name, which anyone could bind first), takes one
+connection per open umad or issm file of a tool, and short ones for its registrations
+and for the tray's /sys tree.
 An open umad file becomes a :class:`~.transport.Client` at its HCA port whose socket
 (:class:`.umadsock.UmadSocket`) turns the kernel's ``ib_user_mad`` frames into the server's
 sim_request and back, so the MAD path (:mod:`.dispatch`) is the one every client takes.
@@ -25,6 +27,7 @@ from pathlib import Path
 from ...errors import FabriclabError
 from ...ib import hostwire, simwire, umad
 from ...model.cluster import Cluster
+from ...statedir import bind_socket
 from ..fabric.state import SimFabric, SimPort
 from ..host import hostview, sysfs
 from . import procfs
@@ -43,11 +46,19 @@ _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs i
 class HostLink:
     """The host protocol's listening socket and connections, for the server ``srv``'s
     ``transport`` and ``sim`` of ``cluster``, with the trays' /sys trees under
-    ``trees``; ``set_issm(client, on)`` marks a port's subnet manager."""
+    ``trees``; ``set_issm(client, on)`` marks a port's subnet manager.  The socket is
+    ``path``, by default ``<name>.host`` beside ``trees``."""
 
     def __init__(
-        self, transport: Transport, sim: SimFabric, cluster: Cluster, trees: Path, set_issm
+        self,
+        transport: Transport,
+        sim: SimFabric,
+        cluster: Cluster,
+        trees: Path,
+        set_issm,
+        path: Path | None = None,
     ):
+        self.path = path or trees.with_name(f"{transport.name}.{hostwire.SOCKET_KIND}")
         self.transport = transport
         self.sim = sim
         self.cluster = cluster
@@ -65,10 +76,10 @@ class HostLink:
     # --- the listening socket ---------------------------------------------------------
 
     def bind(self) -> None:
-        """Listen on ``<name>:host``; OSError to the caller."""
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
+        """Listen at :attr:`path`; OSError (InputError: a path too long, a file not ours)
+        to the caller."""
+        s = bind_socket(self.path, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
         try:
-            s.bind(simwire.sockname(self.transport.name, hostwire.SOCKET_KIND))
             s.listen(128)
         except OSError:
             s.close()
@@ -101,6 +112,7 @@ class HostLink:
             self.transport.unwatch(self._sock.fileno())
             self._sock.close()
             self._sock = None
+            self.path.unlink(missing_ok=True)
         shutil.rmtree(self.trees_dir, ignore_errors=True)
 
     def _accept(self) -> None:
@@ -397,3 +409,9 @@ class _Refusal(Exception):
 def trees_dir(state: Path, name: str) -> Path:
     """Where fabric ``name``'s trays' trees are written."""
     return state / f"{name}.trees"
+
+
+def host_socket(state: Path, name: str) -> Path:
+    """Where fabric ``name``'s host library socket is (what the library is given as
+    ``FABRICLAB_HOST_SOCKET``)."""
+    return state / f"{name}.{hostwire.SOCKET_KIND}"

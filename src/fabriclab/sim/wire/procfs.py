@@ -18,6 +18,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from . import sockdiag
+
 
 class ProcFile:
     """A /proc file opened once and re-read from the start on each :meth:`read`
@@ -180,6 +182,73 @@ def socket_inodes(pid: int) -> set[int]:
         if target.startswith("socket:["):
             out.add(int(target[8:-1]))
     return out
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process holding a socket open: its pid, (effective) uid and command name."""
+
+    pid: int
+    uid: int
+    command: str
+
+    def __str__(self) -> str:
+        return f"uid {self.uid} (pid {self.pid}, {self.command})"
+
+
+def holders(inode: int, limit: int = 8) -> list[Holder]:
+    """The processes (at most ``limit``) that have socket ``inode`` open, among those
+    whose /proc/PID/fd this user may read (every one, as root)."""
+    want = f"socket:[{inode}]"
+    out: list[Holder] = []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if _has_open(pid, want):
+            try:
+                with open(f"/proc/{pid}/status", "rb") as f:
+                    uid = next(int(x.split()[2]) for x in f if x.startswith(b"Uid:"))
+                with open(f"/proc/{pid}/comm", "rb") as f:
+                    comm = f.read(64).strip().decode(errors="replace")
+            except (OSError, StopIteration, ValueError, IndexError):
+                continue
+            out.append(Holder(pid, uid, comm))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _has_open(pid: int, target: str) -> bool:
+    """Whether process ``pid`` has a descriptor whose link reads ``target``."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def abstract_holder(address: bytes) -> str:
+    """Who holds the abstract socket ``address`` (as given to bind()), for a message:
+    "uid U (pid P, COMMAND)", or what can be said when the process cannot be seen
+    (its uid, asked of the kernel: :mod:`.sockdiag`)."""
+    try:
+        with open(UNIX_TABLE, "rb") as f:
+            inode = unix_inode(f.read(), shown_name(address))
+        if inode is None:
+            return "no process now"
+        found = holders(inode)
+    except OSError:
+        return "a process (the socket table cannot be read)"
+    if found:
+        return ", ".join(map(str, found))
+    uid = sockdiag.unix_uid(inode)
+    if uid is None:
+        return "a process of another user (root can name it)"
+    return f"uid {uid} (its process is not yours to see: root can name it)"
 
 
 def open_fds() -> int:

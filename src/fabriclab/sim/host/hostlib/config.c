@@ -1,6 +1,6 @@
 /* fabriclab's host library: configuration from the environment (which fabric server,
- * which tray), the messages said once when the server fails us, and gethostname (the
- * tray's name). */
+ * where its socket is, whose it must be, which tray), the messages said once when the
+ * server fails us, and gethostname (the tray's name). */
 #include "hostlib.h"
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -8,11 +8,30 @@ const char *server_name;
 const char *tray_name;
 struct sockaddr_un server_addr;
 socklen_t server_len;
+uid_t server_owner;
+char config_problem[256];
 int said_failure, said_gone;
 
-/* Reads the environment and builds the server's address as ibsim's make_name does
- * (fabriclab.ib.simwire.sockname): a NUL, "name:host", and the terminating NUL counted
- * in the length. */
+/* Where the server's socket is when FABRICLAB_HOST_SOCKET does not say: `<name>.host`
+ * in the state directory, found as fabriclab finds it (fabriclab.statedir):
+ * $FABRICLAB_STATE_DIR, else $XDG_RUNTIME_DIR/fabriclab, else $TMPDIR (or
+ * /tmp)/fabriclab-<euid>.  Written into buf (n bytes); the length it wanted. */
+static int derive_path(char *buf, size_t n)
+{
+    const char *d = getenv("FABRICLAB_STATE_DIR");
+    if (d && *d)
+        return snprintf(buf, n, "%s/%s.%s", d, server_name, FL_SOCKET_KIND);
+    d = getenv("XDG_RUNTIME_DIR");
+    if (d && *d)
+        return snprintf(buf, n, "%s/fabriclab/%s.%s", d, server_name, FL_SOCKET_KIND);
+    d = getenv("TMPDIR");
+    return snprintf(buf, n, "%s/fabriclab-%u/%s.%s", d && *d ? d : "/tmp",
+                    (unsigned)geteuid(), server_name, FL_SOCKET_KIND);
+}
+
+/* Reads the environment: the server's socket (a file in its owner's 0700 state
+ * directory: FABRICLAB_HOST_SOCKET, else derived) and the uid the server must run as
+ * (FABRICLAB_OWNER, else this process's own); what is wrong goes to config_problem. */
 static void config_init(void)
 {
     server_name = getenv("FABRICLAB_SOCKNAME");
@@ -23,11 +42,32 @@ static void config_init(void)
         tray_name = "";
     if (!server_name)
         return;
+    server_owner = geteuid();
+    const char *owner = getenv("FABRICLAB_OWNER");
+    if (owner && *owner) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(owner, &end, 10);
+        if (*end || errno || owner[0] == '-' || v >= (uid_t)-1)
+            snprintf(config_problem, sizeof config_problem,
+                     "FABRICLAB_OWNER '%.32s' is not a uid", owner);
+        else
+            server_owner = (uid_t)v;
+    }
+    char path[PATH_MAX];
+    const char *given = getenv("FABRICLAB_HOST_SOCKET");
+    int n = given && *given ? snprintf(path, sizeof path, "%s", given)
+                            : derive_path(path, sizeof path);
     server_addr.sun_family = AF_UNIX;
-    int n = snprintf(server_addr.sun_path + 1, sizeof server_addr.sun_path - 1, "%s:%s",
-                     server_name, FL_SOCKET_KIND);
-    if (n > 0 && (size_t)n + 2 <= sizeof server_addr.sun_path)
-        server_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n + 1);
+    if (n > 0 && (size_t)n < sizeof server_addr.sun_path) {
+        memcpy(server_addr.sun_path, path, (size_t)n + 1);
+        server_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+    } else if (!config_problem[0]) {
+        snprintf(config_problem, sizeof config_problem,
+                 "the path of the fabric server's socket is %d bytes, more than a Unix "
+                 "socket takes (%zu): set a shorter FABRICLAB_STATE_DIR",
+                 n, sizeof server_addr.sun_path - 1);
+    }
 }
 
 /* Whether this process talks to a fabric server at all. */

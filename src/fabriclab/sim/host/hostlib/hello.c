@@ -2,16 +2,28 @@
  * and answered by a REPLY (fabriclab.ib.hostwire). */
 #include "hostlib.h"
 
-/* Opens a connection of `kind` and says HELLO (index, token, then `extra` in the same
- * frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS for the REPLY.  The
- * connected, blocking socket, or -1 with errno and what went wrong in `text` (the
- * server's own line when it refused).  REPLY's token goes to *token. */
+/* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
+ * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
+ * `extra` in the same frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS
+ * for the REPLY.  The connected, blocking socket, or -1 with errno and what went wrong
+ * in `text` (the server's own line when it refused).  REPLY's token goes to *token. */
 int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
           int cloexec, char *text)
 {
-    if (!server_len) {
-        snprintf(text, FL_TEXT_MAX, "FABRICLAB_SOCKNAME '%s' is too long", server_name);
-        errno = ENAMETOOLONG;
+    if (config_problem[0]) {
+        snprintf(text, FL_TEXT_MAX, "%s", config_problem);
+        errno = EINVAL;
+        return -1;
+    }
+    uid_t me = geteuid();
+    if (me != server_owner && me != 0) {
+        /* its socket and trees are in the owner's 0700 state directory */
+        snprintf(text, FL_TEXT_MAX,
+                 "the host library serves the fabric '%s' to its owner (uid %u) only, not "
+                 "to uid %u: a user admitted with up --allow-user attaches through "
+                 "libumad2sim (fabriclab exec --via umad2sim)",
+                 server_name, (unsigned)server_owner, (unsigned)me);
+        errno = EACCES;
         return -1;
     }
     if (strlen(tray_name) >= FL_TRAY_MAX) {
@@ -42,10 +54,27 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
     struct pollfd pf = {s, POLLIN, 0};
     ssize_t got;
     int err;
+    struct ucred peer;
+    socklen_t peer_len = sizeof peer;
     if (connect(s, (struct sockaddr *)&server_addr, server_len) < 0) {
         err = errno;
-        snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s': %s", server_name,
-                 strerror(err));
+        snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s' at %s: %s%s",
+                 server_name, server_addr.sun_path, strerror(err),
+                 err == EACCES ? " (it serves its owner and root only: a user admitted with "
+                                 "up --allow-user attaches through libumad2sim)"
+                               : "");
+    } else if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0) {
+        err = errno;
+        snprintf(text, FL_TEXT_MAX, "cannot tell whose the fabric server '%s' is: %s",
+                 server_name, strerror(err));
+    } else if (peer.uid != server_owner && peer.uid != 0) {
+        /* not the fabric's server: someone else's socket where it should be */
+        err = EACCES;
+        snprintf(text, FL_TEXT_MAX,
+                 "%s is held by uid %u (pid %d), not by the fabric's owner (uid %u) or "
+                 "root: refusing to talk to it",
+                 server_addr.sun_path, (unsigned)peer.uid, (int)peer.pid,
+                 (unsigned)server_owner);
     } else if (send(s, frame, FL_HELLO_SIZE + n, MSG_NOSIGNAL) < 0) {
         err = errno;
         snprintf(text, FL_TEXT_MAX, "the fabric server '%s' hung up: %s", server_name,

@@ -13,8 +13,11 @@
  *   connection held open.
  *
  * The protocol is fabriclab.ib.hostwire (hostwire.h).  Environment: FABRICLAB_SOCKNAME
- * (the fabric server's name; unset: everything passes through untouched) and
- * FABRICLAB_TRAY (the tray's host name).  Every process under the preload loads this
+ * (the fabric server's name; unset: everything passes through untouched),
+ * FABRICLAB_HOST_SOCKET (its socket file, in the owner's 0700 state directory; unset:
+ * derived from the state directory as fabriclab does), FABRICLAB_OWNER (the uid the
+ * server must run as, besides root; unset: this process's) and FABRICLAB_TRAY (the
+ * tray's host name).  Every process under the preload loads this
  * (dash, cat, python), so nothing happens at load time: configuration is read on the
  * first path or file that may be ours, and libc's functions are looked up lazily.
  *
@@ -23,7 +26,8 @@
  *
  * The files, one job each:
  *   libc.c    libc's own functions, looked up on first use (NEXT)
- *   config.c  the environment (which server, which tray), messages said once, gethostname
+ *   config.c  the environment (which server, where, whose; which tray), messages said
+ *             once, gethostname
  *   hello.c   a connection to the server: HELLO and its REPLY
  *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
@@ -86,7 +90,9 @@ FL_HIDDEN void *next_symbol(void **slot, const char *name);
 extern FL_HIDDEN const char *server_name;
 extern FL_HIDDEN const char *tray_name;   /* FABRICLAB_TRAY */
 extern FL_HIDDEN struct sockaddr_un server_addr;
-extern FL_HIDDEN socklen_t server_len;    /* 0: the name does not fit an address */
+extern FL_HIDDEN socklen_t server_len;    /* 0: the path does not fit an address */
+extern FL_HIDDEN uid_t server_owner;      /* FABRICLAB_OWNER: the server's uid, or root */
+extern FL_HIDDEN char config_problem[256]; /* what is wrong with the environment, or "" */
 extern FL_HIDDEN int said_failure, said_gone; /* each message is printed once per process */
 
 /* Whether this process talks to a fabric server at all. */
