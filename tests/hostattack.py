@@ -5,7 +5,12 @@ the project's tree).  The frame layouts are fabriclab.ib.hostwire's and umad's.
 
 - ``silent ADDRESS N``: hold N connections that never say HELLO, opening a new one for
   each the server closes, until standard input closes; prints ``ready K`` once K of
-  them are open.
+  them are open, or ``refused ENAME`` when the kernel refuses the connect itself (a
+  socket file out of reach: EACCES, ENOENT) and goes on trying; at the end prints
+  ``held at most K``.
+- ``quiet ADDRESS``: one connection that says nothing; prints one JSON line: the
+  connect's error name (or null), what the server sent unasked (error and text) and
+  whether it then hung up.
 - ``hijack ADDRESS TRAY``: open a umad connection on TRAY's first port, try to remove
   every agent of connections 0..63 and to take the SA class (0x03, version 2) on that
   port, one method at a time; prints one JSON line (what the server granted) and holds
@@ -16,6 +21,7 @@ the project's tree).  The frame layouts are fabriclab.ib.hostwire's and umad's.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -58,6 +64,7 @@ def _stdin_closed(timeout: float) -> bool:
 def silent(addr, n: int) -> None:
     conns: list[socket.socket] = []
     said = False
+    most = 0
     end = time.monotonic() + LIMIT
     while time.monotonic() < end:
         for c in select.select(conns, [], [], 0)[0] if conns else []:
@@ -67,10 +74,17 @@ def silent(addr, n: int) -> None:
             c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
             try:
                 c.connect(addr)
+            except (PermissionError, FileNotFoundError) as e:  # the kernel said no
+                c.close()
+                if not said:
+                    print(f"refused {errno.errorcode[e.errno]}", flush=True)
+                    said = True
+                break
             except (BlockingIOError, ConnectionRefusedError, OSError):
                 c.close()
                 break
             conns.append(c)
+        most = max(most, len(conns))
         if not said and len(conns) >= n:
             print(f"ready {len(conns)}", flush=True)
             said = True
@@ -78,6 +92,32 @@ def silent(addr, n: int) -> None:
             break
     if not said:
         print(f"ready {len(conns)}", flush=True)
+    print(f"held at most {most}", flush=True)
+    for c in conns:
+        c.close()
+
+
+def quiet(addr) -> None:
+    got: dict = {"connect": None, "reply": None, "closed": False}
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(10)
+    try:
+        s.connect(addr)
+    except OSError as e:
+        got["connect"] = errno.errorcode.get(e.errno or 0, str(e))
+    else:
+        try:
+            r = s.recv(8192)
+            if len(r) >= REPLY.size:
+                got["reply"] = [REPLY.unpack_from(r)[1], r[REPLY.size :].decode(errors="replace")]
+                r = s.recv(16)
+            got["closed"] = r == b""
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            got["closed"] = True
+    s.close()
+    print(json.dumps(got), flush=True)
 
 
 def _hold() -> None:
@@ -129,6 +169,8 @@ if __name__ == "__main__":
     what, where = sys.argv[1], _address(sys.argv[2])
     if what == "silent":
         silent(where, int(sys.argv[3]))
+    elif what == "quiet":
+        quiet(where)
     elif what == "umads":
         umads(where, sys.argv[3], int(sys.argv[4]))
     else:

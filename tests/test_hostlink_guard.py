@@ -1,28 +1,34 @@
 """What the host protocol's server end refuses, spoken to from Python in-process: a
 HELLO naming another pid, another process changing the agents of a umad connection
 or taking a class the subnet manager serves on its port, unfinished long messages past
-their bound in total (their memory given back), and the waiting connections' places
-(per uid, the owner's always found)."""
+their bound in total (their memory given back), the waiting connections' places
+(per uid, the owner's always found), and, behind the socket file's own mode, a uid
+not admitted closed at accept and an admitted one held to its half of the clients
+(another uid reaching the socket through a file made open for the test)."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import test_hostlink as hl
 from helpers import served, wait_for
 
-from fabriclab.ib import hostwire, simwire, umad
+from fabriclab.ib import hostwire, umad
 from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
 from fabriclab.sim.wire import hostgate, umadsock
+from fabriclab.sim.wire.admission import Policy
 from fabriclab.sim.wire.hostlink import HostLink
 from fabriclab.spec.load import load_spec
 
@@ -30,17 +36,20 @@ TRAY = "gb-r01-t01"
 ATTACK = Path(__file__).with_name("hostattack.py")
 SA_CLASS, SA_VERSION = 0x03, 2
 SA_METHODS = (1 << 0x01) | (1 << 0x02) | (1 << 0x12) | (1 << 0x14) | (1 << 0x15)
+NOBODY, STRANGER = 65534, 65533  # an admitted other uid, and one not admitted
+PYTHON = "/usr/bin/python3"  # another uid cannot reach a virtual environment under /root
 
 
-@pytest.fixture(scope="module")
-def fabric(tmp_path_factory):
+@contextmanager
+def _hostlink(trees: Path, path: Path | None = None, **kw):
+    """A fabric served in this process on a thread, with its host link (bound at
+    ``path``, else beside ``trees``) known to test_hostlink's connect helper."""
     cluster = build(load_spec("gb200-su"))
-    with served(cluster, serve=False) as srv:
+    with served(cluster, serve=False, **kw) as srv:
         minhop.fill(srv.sim)
-        link = HostLink(
-            srv.transport, srv.sim, cluster, tmp_path_factory.mktemp("trees"), srv.set_issm
-        )
+        link = HostLink(srv.transport, srv.sim, cluster, trees, srv.set_issm, path=path)
         link.bind()
+        hl._SOCKETS[srv.name] = str(link.path)
         up = threading.Event()
         t = threading.Thread(target=srv.serve_forever, kwargs={"ready": up.set}, daemon=True)
         t.start()
@@ -51,17 +60,20 @@ def fabric(tmp_path_factory):
             srv.stop()
             t.join(10)
             link.close()
+            hl._SOCKETS.pop(srv.name, None)
 
 
-def _address(srv) -> str:
-    return "@" + simwire.sockname(srv.name, hostwire.SOCKET_KIND).hex()
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    with _hostlink(tmp_path_factory.mktemp("trees")) as got:
+        yield got
 
 
 def test_a_hello_naming_another_pid_is_refused(fabric):
     srv, _link = fabric
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(10)
-    s.connect(simwire.sockname(srv.name, hostwire.SOCKET_KIND))
+    s.connect(hl._SOCKETS[srv.name])
     s.send(
         hostwire.HELLO.pack(
             hostwire.MAGIC, 1, hostwire.KIND_UMAD, os.getppid(), 0, 0, 0, TRAY.encode()
@@ -84,7 +96,7 @@ def test_another_process_cannot_change_an_sms_agents_or_take_its_class(fabric):
         with hl._umad(srv, TRAY, 0) as (_s, token, _lid):
             assert hl._register(srv, token, 0, SA_CLASS, SA_VERSION, SA_METHODS) == (0, "")
             r = subprocess.run(
-                [sys.executable, str(ATTACK), "hijack", _address(srv), TRAY],
+                [sys.executable, str(ATTACK), "hijack", hl._SOCKETS[srv.name], TRAY],
                 input="",
                 capture_output=True,
                 text=True,
@@ -199,3 +211,80 @@ def test_the_owners_long_message_makes_room_by_closing_another_users(fabric):
             if s is not None:
                 s.close()
     wait_for(lambda: link.mads.unfinished == 0, 10, "the unfinished messages given back")
+
+
+@pytest.fixture
+def open_fabric(tmp_path):
+    """A fabric that admits NOBODY, with 8 clients in all, its host socket a file any
+    uid may reach (mode 0777 in a 0777 directory outside the 0700 test tree: the real
+    one is 0600 in the 0700 state directory, which the kernel keeps other uids out of),
+    so that what the server itself checks is seen."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.access(PYTHON, os.X_OK):
+        pytest.skip("runs a second uid: needs root, setpriv and the system's python3")
+    where = Path(tempfile.mkdtemp(prefix="flguard"))
+    where.chmod(0o777)
+    policy = Policy(uids=frozenset({os.geteuid(), NOBODY}), max_clients=8)
+    try:
+        with _hostlink(tmp_path / "trees", where / "fabric.host", policy=policy) as got:
+            got[1].path.chmod(0o777)
+            yield got
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _setpriv(uid: int) -> list[str]:
+    return ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
+
+
+def _as(uid: int, *args: str) -> subprocess.Popen:
+    """hostattack.py as ``uid`` (its source on the command line: that uid may not read
+    the tree); standard input closed ends it."""
+    return subprocess.Popen(
+        [*_setpriv(uid), PYTHON, "-c", ATTACK.read_text(), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_uid_not_admitted_is_told_and_closed_at_accept(open_fabric):
+    """A connection of a uid the server does not admit, which says nothing, gets the
+    refusal and the hang-up at once: it never waits for a HELLO or takes a place."""
+    srv, link = open_fabric
+    p = _as(STRANGER, "quiet", str(link.path))
+    out, err = p.communicate(input="", timeout=60)
+    assert p.returncode == 0, err
+    got = json.loads(out)
+    assert got == {
+        "connect": None,
+        "reply": [errno.EACCES, f"uid {STRANGER} may not attach (up --allow-user)"],
+        "closed": True,
+    }, got
+    assert len(link._pending) == 0
+    s, e, *_ = hl._connect(srv, hostwire.KIND_UMAD, TRAY, 0)  # the owner's still served
+    s.close()
+    assert e == 0
+
+
+def test_an_admitted_uid_holds_half_the_clients_and_the_owners_tools_still_attach(
+    open_fabric,
+):
+    """With 8 clients in all, NOBODY (admitted) asks for 8 open umad files: it gets the
+    per-sender half, 4, and the owner still opens two more."""
+    srv, link = open_fabric
+    assert srv.transport.per_sender == 4
+    p = _as(NOBODY, "umads", str(link.path), TRAY, "8")
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.strip() == "granted 4", (line, p.stderr.read() if p.stderr else "")
+        mine = []
+        for index in (0, 1):
+            s, e, _t, _v, text = hl._connect(srv, hostwire.KIND_UMAD, TRAY, index)
+            mine.append(s)
+            assert e == 0, text
+        for s in mine:
+            s.close()
+    finally:
+        p.communicate(input="", timeout=60)
