@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from ..errors import InputError, Problem
 from . import traffic_view as view
-from .common import JsonOpt, NameOpt, command, group, print_json, say, show, table
+from .common import JsonOpt, NameOpt, command, group, print_json, say, show, show_lines, table
 
 # The fabric server's modules (numpy, scipy) are imported by the commands that use them:
 # the others start without loading them.
@@ -344,6 +344,7 @@ def traffic_list(
 # --- events ------------------------------------------------------------------------------
 
 EVENT_COLUMNS = ("id", "timestamp", "severity", "event_type", "name", "object_name", "description")
+EVENTS_SHOWN = 1000  # the table shows the latest events; --json gives them all
 
 
 @command(commands)
@@ -352,28 +353,43 @@ def events(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines, as the log keeps them."),
 ) -> None:
-    """The fabric's event log (faults, their clearing, links retraining, thresholds).
+    """The fabric's event log (faults, their clearing, links retraining, thresholds): the
+    latest 1000 as a table, or every one with --json or --follow.
 
     Example: fabriclab events --follow
     """
+    from collections import deque
+
     from ..sim.live import events as event_log
     from ..sim.run import records
     from ..statedir import state_dir
 
     records.check_name(name)
     path = event_log.events_path(state_dir(), name)
-    if not path.exists():
+    if not event_log.log_files(path):
         raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])
-    evs, offset = event_log.read_new(path, 0)
     line = event_log.line if json_out else _event_summary
+    last = 0
     if json_out or follow:
-        for e in evs:
-            show(line(e))
+        chunk: list[str] = []  # written a thousand lines at a time: memory stays bounded
+        for e in event_log.stream(path):
+            last = e["id"] if isinstance(e.get("id"), int) else last
+            chunk.append(line(e))
+            if len(chunk) >= 1000:
+                show_lines(chunk)
+                chunk = []
+        show_lines(chunk)
     else:
-        rows = [[str(e.get(c, "")) for c in EVENT_COLUMNS] for e in evs]
-        table(f"events of {name!r}", EVENT_COLUMNS, rows)
+        shown: deque = deque(maxlen=EVENTS_SHOWN)
+        total = 0
+        for e in event_log.stream(path):
+            shown.append([str(e.get(c, "")) for c in EVENT_COLUMNS])
+            total += 1
+        table(f"events of {name!r}", EVENT_COLUMNS, shown)
+        if total > len(shown):
+            say(f"the latest {len(shown)} of {total} events: --json for every one")
     if follow:
-        for e in event_log.follow(path, offset):
+        for e in event_log.follow(path, last):
             show(line(e))
 
 

@@ -3,6 +3,11 @@
 category, object_name, object_path, write_to_syslog, description), kept in the state
 directory as ``<name>.events.jsonl`` and read by ``fabriclab events``.
 
+The log stays bounded: events of one kind about one object beyond a burst are coalesced
+(:mod:`.events_limit`, the one written carries their number in ``counter``), and the file
+is rotated at :data:`MAX_BYTES` (``.events.jsonl.1`` the newest of :data:`KEEP` old
+ones).  Readers stream it a line at a time, oldest file first.
+
 Where UFM documents an id for the event it is used (UFM-SDN 4.18 "Supported Traps and
 Events": 130 Non-optimal link width, 916 High BER reported); for the rest fabriclab
 numbers its own from 9001 (UFM's own lists were not available to check, so no id of
@@ -18,8 +23,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ...statedir import open_state_file
+from .events_limit import Held, Limiter
+
+MAX_BYTES = 16 << 20  # a log file is rotated when the next event would take it past this
+KEEP = 3  # rotated files kept: <log>.1 (the newest) to <log>.3
+MAX_LINE = 1 << 20  # a longer line is not an event (skipped unread)
+_TAIL = 64 << 10  # bytes read from a log's end to find its last id
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,10 @@ NVLINK_CLEARED = Kind(9015, "NVLink fault cleared", "Info", "Hardware", "Compute
 # faults stack: a fault cleared (or added) while others still hold its target says so;
 # object_name is what it held (a link, a switch, a tray, a port)
 STILL_HELD = Kind(9016, "Still held by another fault", "Info", "Fabric Notification", "Link")
+# a run of a flap's downs and ups coalesced into one event (its counter: the flaps)
+LINK_FLAPPING = Kind(9017, "Link flapping", "Warning", "Fabric Topology", "Link")
+# the server's loop could not keep up with the clock: what was due was carried out at once
+FELL_BEHIND = Kind(9018, "Fabric clock fell behind", "Warning", "Fabric Notification", "Site")
 
 KINDS = {
     k.event_type: k
@@ -79,6 +95,8 @@ KINDS = {
         NVLINK_FAULT,
         NVLINK_CLEARED,
         STILL_HELD,
+        LINK_FLAPPING,
+        FELL_BEHIND,
     )
 }
 
@@ -88,19 +106,66 @@ def events_path(state: Path, name: str) -> Path:
     return state / f"{name}.events.jsonl"
 
 
+def rotated(path: Path, i: int) -> Path:
+    """The ``i``-th newest rotated file of the log at ``path``."""
+    return path.with_name(f"{path.name}.{i}")
+
+
+def log_files(path: Path) -> list[Path]:
+    """The files of the log at ``path`` that exist, oldest first."""
+    old = [rotated(path, i) for i in range(KEEP, 0, -1)]
+    return [p for p in [*old, path] if p.exists()]
+
+
+def remove(path: Path) -> None:
+    """Remove the log at ``path`` and its rotated files (a fabric brought up afresh)."""
+    for i in range(1, KEEP + 1):
+        rotated(path, i).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
 class EventLog:
     """Appends events to a fabric's log file, numbering them on from the last one there
-    (a resumed fabric continues its log)."""
+    (a resumed fabric continues its log), coalescing bursts (:mod:`.events_limit`) and
+    rotating the file past ``max_bytes``."""
 
-    def __init__(self, path: Path, clock, site: str = "default"):
+    def __init__(
+        self,
+        path: Path,
+        clock,
+        site: str = "default",
+        max_bytes: int = MAX_BYTES,
+        keep: int = KEEP,
+    ):
         self.path = path
         self.clock = clock
         self.site = site
-        self.next_id = 1 + max((e.get("id", 0) for e in read(path)), default=0)
+        self.max_bytes, self.keep = max_bytes, keep
+        self.limit = Limiter()
+        self.next_id = 1 + last_id(path)
         self._fd = open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._size = os.fstat(self._fd).st_size
 
-    def emit(self, kind: Kind, object_name: str, description: str) -> dict:
-        """Write one event (at once: a reader following the log sees it); the event."""
+    def emit(self, kind: Kind, object_name: str, description: str, counter: int = 0) -> dict:
+        """Write one event (at once: a reader following the log sees it), unless a burst
+        of its like holds it back (then it is counted, and written later as part of one
+        event standing for them); the event.  ``counter``: how many happenings the
+        event stands for (more than 1: a run coalesced)."""
+        now = round(self.clock.now(), 6)
+        try:
+            before = self.limit.admit(kind, object_name, description, now)
+        except Held:
+            return {"name": kind.name, "object_name": object_name, "held": True}
+        for c in before:
+            self._write(c.kind, c.object_name, c.text(), c.count)
+        return self._write(kind, object_name, description, counter)
+
+    def flush(self, everything: bool = False) -> None:
+        """Write the coalesced events whose window is over (``everything``: all)."""
+        for c in self.limit.due(self.clock.now(), everything):
+            self._write(c.kind, c.object_name, c.text(), c.count)
+
+    def _write(self, kind, object_name: str, description: str, counter: int) -> dict:
         now = time.time()
         ev = {
             "id": self.next_id,
@@ -110,7 +175,8 @@ class EventLog:
             "severity": kind.severity,
             "timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
             + f".{int(now * 1000) % 1000:03d}",
-            "counter": "N/A",
+            # UFM writes "N/A" (its events' sample); a coalesced event, how many it holds
+            "counter": counter if counter > 1 else "N/A",
             "category": kind.category,
             "object_name": object_name,
             "object_path": f"{self.site} / {object_name}",
@@ -119,11 +185,26 @@ class EventLog:
             "sim_time": round(self.clock.now(), 6),
         }
         self.next_id += 1
-        os.write(self._fd, (line(ev) + "\n").encode())
+        data = (line(ev) + "\n").encode()
+        if self._size and self._size + len(data) > self.max_bytes:
+            self._rotate()
+        os.write(self._fd, data)
+        self._size += len(data)
         return ev
 
+    def _rotate(self) -> None:
+        """The log file becomes ``.1`` (``.1`` becomes ``.2`` ..., the oldest goes)."""
+        os.close(self._fd)
+        for i in range(self.keep, 0, -1):
+            older = rotated(self.path, i - 1) if i > 1 else self.path
+            if older.exists():
+                os.replace(older, rotated(self.path, i))
+        self._fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._size = 0
+
     def close(self) -> None:
-        """Close the log file."""
+        """Write what is coalesced and close the log file."""
+        self.flush(everything=True)
         os.close(self._fd)
 
 
@@ -132,47 +213,95 @@ def line(ev: dict) -> str:
     return json.dumps(ev)
 
 
-def _tail(path: Path, offset: int) -> bytes:
-    """What ``path`` holds from byte ``offset`` on (nothing when there is no such file)."""
+def _event(text: bytes) -> dict | None:
+    """The event on a line; None for a line that is not one (a torn last line)."""
     try:
-        with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
-            f.seek(offset)
-            return f.read()
-    except FileNotFoundError:
-        return b""
+        ev = json.loads(text)
+    except ValueError:
+        return None
+    return ev if isinstance(ev, dict) else None
 
 
-def _events(data: bytes) -> list[dict]:
-    """The events of some lines of a log; a line that is not an event, as a torn last line
-    after a crash, is skipped."""
-    out = []
-    for text in data.split(b"\n"):
-        try:
-            ev = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(ev, dict):
-            out.append(ev)
-    return out
-
-
-def read(path: Path, offset: int = 0) -> list[dict]:
-    """The events in ``path`` from byte ``offset`` on."""
-    return _events(_tail(path, offset))
-
-
-def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """The events written to ``path`` after byte ``offset`` (complete lines only), and the
-    offset to read on from."""
-    data = _tail(path, offset)
-    end = data.rfind(b"\n") + 1
-    return _events(data[:end]), offset + end
-
-
-def follow(path: Path, offset: int, poll: float = 0.2) -> Iterator[dict]:
-    """Each event written to ``path`` after byte ``offset``, as it is written (the log is
-    looked at every ``poll`` seconds); it never ends (``fabriclab events --follow``)."""
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The whole lines of ``f`` from where it is, a line at a time (one longer than
+    :data:`MAX_LINE` is skipped; a last line without its newline is not given)."""
     while True:
-        time.sleep(poll)
-        evs, offset = read_new(path, offset)
-        yield from evs
+        text = f.readline(MAX_LINE)
+        if not text.endswith(b"\n"):
+            if len(text) < MAX_LINE:
+                f.seek(-len(text), os.SEEK_CUR)  # a torn last line: read again later
+                return
+            while (more := f.readline(MAX_LINE)) and not more.endswith(b"\n"):
+                pass
+            continue
+        yield text
+
+
+def _open(path: Path) -> BinaryIO:
+    return os.fdopen(open_state_file(path, os.O_RDONLY), "rb")
+
+
+def last_id(path: Path) -> int:
+    """The id of the last event in the log at ``path`` (0: none), from its files' ends."""
+    for p in reversed(log_files(path)):
+        with _open(p) as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - _TAIL))
+            found = [e for t in f.read().split(b"\n") if (e := _event(t)) is not None]
+        ids = [e["id"] for e in found if isinstance(e.get("id"), int)]
+        if ids:
+            return max(ids)
+    return 0
+
+
+def stream(path: Path, rotated_only: bool = False) -> Iterator[dict]:
+    """Every event of the log at ``path``, oldest first, its rotated files first, read a
+    line at a time (``rotated_only``: those of the rotated files)."""
+    for p in log_files(path)[: -1 if rotated_only else None]:
+        try:
+            f = _open(p)
+        except FileNotFoundError:
+            continue  # rotated away meanwhile
+        with f:
+            for text in _lines(f):
+                if (ev := _event(text)) is not None:
+                    yield ev
+
+
+def read(path: Path) -> list[dict]:
+    """The events in the log at ``path`` (a small log: tests)."""
+    return list(stream(path))
+
+
+def follow(path: Path, since: int = 0, poll: float = 0.2) -> Iterator[dict]:
+    """Each event with an id above ``since`` written to ``path`` from now on, as it is
+    written (looked at every ``poll`` seconds), through rotations: the file being read
+    is read to its end, then the files rotated since, then the new one.  It never ends
+    (``fabriclab events --follow``)."""
+    f = None
+    while True:
+        if f is None:
+            try:
+                f = _open(path)
+            except FileNotFoundError:
+                time.sleep(poll)
+                continue
+            for ev in stream(path, rotated_only=True):  # what was rotated meanwhile
+                if isinstance(ev.get("id"), int) and ev["id"] > since:
+                    since = ev["id"]
+                    yield ev
+        try:
+            moved = os.stat(path).st_ino != os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            moved = True
+        got = False
+        for text in _lines(f):  # (when moved: the rest of the file that was rotated)
+            new = _event(text)
+            if new is not None and isinstance(new.get("id"), int) and new["id"] > since:
+                since = new["id"]
+                got = True
+                yield new
+        if moved:
+            f.close()
+            f = None
+        elif not got:
+            time.sleep(poll)

@@ -22,9 +22,9 @@ from ...model import miswire
 from ...model.cluster import Cluster
 from ...statedir import open_state_file, state_dir
 from ..live import admin_requests, journal
+from ..live import events as event_log
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
-from ..live.events import events_path
 from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
@@ -283,7 +283,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
                 [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
             )
     else:  # a fresh fabric: a fresh event log
-        events_path(state, req.name).unlink(missing_ok=True)
+        event_log.remove(event_log.events_path(state, req.name))
     start = float(doc.get("clock", 0.0)) if doc else 0.0
     clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
     engine = TrafficEngine(srv.sim, clock)
