@@ -11,6 +11,7 @@ import time
 import pytest
 from helpers import served
 
+from fabriclab import eventlog
 from fabriclab.errors import InputError
 from fabriclab.model.build import build
 from fabriclab.sim.live import api, events
@@ -148,7 +149,7 @@ def test_the_log_rotates_and_is_read_a_line_at_a_time(tmp_path):
         clock.advance(1.0)  # a window each: nothing coalesced
         log.emit(events.LINK_DOWN, "L", f"Link went down: L ({i})")
     log.close()
-    files = events.log_files(path)
+    files = eventlog.log_files(path)
     assert [p.name for p in files] == [
         "f.events.jsonl.3",
         "f.events.jsonl.2",
@@ -156,14 +157,14 @@ def test_the_log_rotates_and_is_read_a_line_at_a_time(tmp_path):
         "f.events.jsonl",
     ]
     assert all(p.stat().st_size <= 4096 for p in files)
-    ids = [e["id"] for e in events.stream(path)]
+    ids = [e["id"] for e in eventlog.stream(path)]
     assert ids == list(range(ids[0], 61)) and ids[0] > 1  # the oldest rotated away
     # a resumed log numbers on from the last id, found at the end of the file
     again = events.EventLog(path, clock, max_bytes=4096)
     assert again.next_id == 61
     again.close()
-    events.remove(path)
-    assert events.log_files(path) == []
+    eventlog.remove(path)
+    assert eventlog.log_files(path) == []
 
 
 def test_follow_reads_on_through_a_rotation(tmp_path):
@@ -171,11 +172,11 @@ def test_follow_reads_on_through_a_rotation(tmp_path):
     path = events.events_path(tmp_path, "f")
     log = events.EventLog(path, clock, max_bytes=2048, keep=3)
     log.emit(events.LINK_DOWN, "L", "first")
-    seen = events.follow(path, 0, poll=0.01)
+    seen = eventlog.follow(path, 0, poll=0.01)
     assert next(seen)["id"] == 1
     for i in range(12):  # two rotations, or three: none rotated away
         clock.advance(1.0)
         log.emit(events.LINK_DOWN, "L", f"n{i}")
-    assert len(events.log_files(path)) >= 3
+    assert len(eventlog.log_files(path)) >= 3
     assert [next(seen)["id"] for _ in range(12)] == list(range(2, 14))
     log.close()

@@ -360,19 +360,20 @@ def events(
     """
     from collections import deque
 
-    from ..sim.live import events as event_log
+    from .. import eventlog
+    from ..sim.live.events import line as event_line
     from ..sim.run import records
     from ..statedir import state_dir
 
     records.check_name(name)
-    path = event_log.events_path(state_dir(), name)
-    if not event_log.log_files(path):
+    path = eventlog.events_path(state_dir(), name)
+    if not eventlog.log_files(path):
         raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])
-    line = event_log.line if json_out else _event_summary
+    line = event_line if json_out else _event_summary
     last = 0
     if json_out or follow:
         chunk: list[str] = []  # written a thousand lines at a time: memory stays bounded
-        for e in event_log.stream(path):
+        for e in eventlog.stream(path):
             last = e["id"] if isinstance(e.get("id"), int) else last
             chunk.append(line(e))
             if len(chunk) >= 1000:
@@ -382,14 +383,14 @@ def events(
     else:
         shown: deque = deque(maxlen=EVENTS_SHOWN)
         total = 0
-        for e in event_log.stream(path):
+        for e in eventlog.stream(path):
             shown.append([str(e.get(c, "")) for c in EVENT_COLUMNS])
             total += 1
         table(f"events of {name!r}", EVENT_COLUMNS, shown)
         if total > len(shown):
             say(f"the latest {len(shown)} of {total} events: --json for every one")
     if follow:
-        for e in event_log.follow(path, last):
+        for e in eventlog.follow(path, last):
             show(line(e))
 
 

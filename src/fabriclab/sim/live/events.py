@@ -6,7 +6,7 @@ directory as ``<name>.events.jsonl`` and read by ``fabriclab events``.
 The log stays bounded: events of one kind about one object beyond a burst are coalesced
 (:mod:`.events_limit`, the one written carries their number in ``counter``), and the file
 is rotated at :data:`MAX_BYTES` (``.events.jsonl.1`` the newest of :data:`KEEP` old
-ones).  Readers stream it a line at a time, oldest file first.
+ones).  :mod:`fabriclab.eventlog` reads it, a line at a time.
 
 Where UFM documents an id for the event it is used (UFM-SDN 4.18 "Supported Traps and
 Events": 130 Non-optimal link width, 916 High BER reported); for the rest fabriclab
@@ -20,18 +20,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
+from ... import eventlog
 from ...statedir import open_state_file
 from .events_limit import Held, Limiter
 
 MAX_BYTES = 16 << 20  # a log file is rotated when the next event would take it past this
-KEEP = 3  # rotated files kept: <log>.1 (the newest) to <log>.3
-MAX_LINE = 1 << 20  # a longer line is not an event (skipped unread)
-_TAIL = 64 << 10  # bytes read from a log's end to find its last id
+KEEP = eventlog.KEEP  # rotated files kept: <log>.1 (the newest) to <log>.3
 
 
 @dataclass(frozen=True)
@@ -103,25 +100,7 @@ KINDS = {
 
 def events_path(state: Path, name: str) -> Path:
     """Where fabric ``name``'s events are kept."""
-    return state / f"{name}.events.jsonl"
-
-
-def rotated(path: Path, i: int) -> Path:
-    """The ``i``-th newest rotated file of the log at ``path``."""
-    return path.with_name(f"{path.name}.{i}")
-
-
-def log_files(path: Path) -> list[Path]:
-    """The files of the log at ``path`` that exist, oldest first."""
-    old = [rotated(path, i) for i in range(KEEP, 0, -1)]
-    return [p for p in [*old, path] if p.exists()]
-
-
-def remove(path: Path) -> None:
-    """Remove the log at ``path`` and its rotated files (a fabric brought up afresh)."""
-    for i in range(1, KEEP + 1):
-        rotated(path, i).unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
+    return eventlog.events_path(state, name)
 
 
 class EventLog:
@@ -142,7 +121,7 @@ class EventLog:
         self.site = site
         self.max_bytes, self.keep = max_bytes, keep
         self.limit = Limiter()
-        self.next_id = 1 + last_id(path)
+        self.next_id = 1 + eventlog.last_id(path)
         self._fd = open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._size = os.fstat(self._fd).st_size
 
@@ -196,9 +175,9 @@ class EventLog:
         """The log file becomes ``.1`` (``.1`` becomes ``.2`` ..., the oldest goes)."""
         os.close(self._fd)
         for i in range(self.keep, 0, -1):
-            older = rotated(self.path, i - 1) if i > 1 else self.path
+            older = eventlog.rotated(self.path, i - 1) if i > 1 else self.path
             if older.exists():
-                os.replace(older, rotated(self.path, i))
+                os.replace(older, eventlog.rotated(self.path, i))
         self._fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._size = 0
 
@@ -211,97 +190,3 @@ class EventLog:
 def line(ev: dict) -> str:
     """An event as the log keeps it: one JSON object on one line (no newline)."""
     return json.dumps(ev)
-
-
-def _event(text: bytes) -> dict | None:
-    """The event on a line; None for a line that is not one (a torn last line)."""
-    try:
-        ev = json.loads(text)
-    except ValueError:
-        return None
-    return ev if isinstance(ev, dict) else None
-
-
-def _lines(f: BinaryIO) -> Iterator[bytes]:
-    """The whole lines of ``f`` from where it is, a line at a time (one longer than
-    :data:`MAX_LINE` is skipped; a last line without its newline is not given)."""
-    while True:
-        text = f.readline(MAX_LINE)
-        if not text.endswith(b"\n"):
-            if len(text) < MAX_LINE:
-                f.seek(-len(text), os.SEEK_CUR)  # a torn last line: read again later
-                return
-            while (more := f.readline(MAX_LINE)) and not more.endswith(b"\n"):
-                pass
-            continue
-        yield text
-
-
-def _open(path: Path) -> BinaryIO:
-    return os.fdopen(open_state_file(path, os.O_RDONLY), "rb")
-
-
-def last_id(path: Path) -> int:
-    """The id of the last event in the log at ``path`` (0: none), from its files' ends."""
-    for p in reversed(log_files(path)):
-        with _open(p) as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - _TAIL))
-            found = [e for t in f.read().split(b"\n") if (e := _event(t)) is not None]
-        ids = [e["id"] for e in found if isinstance(e.get("id"), int)]
-        if ids:
-            return max(ids)
-    return 0
-
-
-def stream(path: Path, rotated_only: bool = False) -> Iterator[dict]:
-    """Every event of the log at ``path``, oldest first, its rotated files first, read a
-    line at a time (``rotated_only``: those of the rotated files)."""
-    for p in log_files(path)[: -1 if rotated_only else None]:
-        try:
-            f = _open(p)
-        except FileNotFoundError:
-            continue  # rotated away meanwhile
-        with f:
-            for text in _lines(f):
-                if (ev := _event(text)) is not None:
-                    yield ev
-
-
-def read(path: Path) -> list[dict]:
-    """The events in the log at ``path`` (a small log: tests)."""
-    return list(stream(path))
-
-
-def follow(path: Path, since: int = 0, poll: float = 0.2) -> Iterator[dict]:
-    """Each event with an id above ``since`` written to ``path`` from now on, as it is
-    written (looked at every ``poll`` seconds), through rotations: the file being read
-    is read to its end, then the files rotated since, then the new one.  It never ends
-    (``fabriclab events --follow``)."""
-    f = None
-    while True:
-        if f is None:
-            try:
-                f = _open(path)
-            except FileNotFoundError:
-                time.sleep(poll)
-                continue
-            for ev in stream(path, rotated_only=True):  # what was rotated meanwhile
-                if isinstance(ev.get("id"), int) and ev["id"] > since:
-                    since = ev["id"]
-                    yield ev
-        try:
-            moved = os.stat(path).st_ino != os.fstat(f.fileno()).st_ino
-        except FileNotFoundError:
-            moved = True
-        got = False
-        for text in _lines(f):  # (when moved: the rest of the file that was rotated)
-            new = _event(text)
-            if new is not None and isinstance(new.get("id"), int) and new["id"] > since:
-                since = new["id"]
-                got = True
-                yield new
-        if moved:
-            f.close()
-            f = None
-        elif not got:
-            time.sleep(poll)

@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import eventlog
 from ...errors import InputError, Problem
 from ...ib import simwire
 from ...model import miswire
 from ...model.cluster import Cluster
 from ...statedir import open_state_file, state_dir
 from ..live import admin_requests, journal
-from ..live import events as event_log
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
@@ -283,7 +283,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
                 [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
             )
     else:  # a fresh fabric: a fresh event log
-        event_log.remove(event_log.events_path(state, req.name))
+        eventlog.remove(eventlog.events_path(state, req.name))
     start = float(doc.get("clock", 0.0)) if doc else 0.0
     clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
     engine = TrafficEngine(srv.sim, clock)
