@@ -73,7 +73,9 @@ def test_a_virtual_clock_flap_storm_is_quick_and_its_log_small(tmp_path):
     with fabric_up("lab", tmp_path, extra=["--virtual-clock"]) as f:
         n = f.name
         for i in range(1, 13):
-            f.ok("fault", "--name", n, "flap", f"{LEAF}[{i}]", "--period", "1ms", "--count", "100000")
+            f.ok(
+                "fault", "--name", n, "flap", f"{LEAF}[{i}]", "--period", "1ms", "--count", "100000"
+            )
         before = _log_bytes(f)
         out, took = _timed(f, "clock", "--name", n, "advance", "10")
         assert out.strip() == "clock at 10 s"
