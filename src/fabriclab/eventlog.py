@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -96,6 +97,17 @@ def stream(path: Path, rotated_only: bool = False) -> Iterator[dict]:
             for text in _lines(f):
                 if (ev := _event(text)) is not None:
                     yield ev
+
+
+def latest(path: Path, n: int) -> tuple[list[dict], int]:
+    """The last ``n`` events of the log at ``path``, and how many it holds in all (read
+    a line at a time: only ``n`` are kept)."""
+    kept: deque[dict] = deque(maxlen=n)
+    total = 0
+    for ev in stream(path):
+        kept.append(ev)
+        total += 1
+    return list(kept), total
 
 
 def read(path: Path) -> list[dict]:

@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from ..errors import InputError, Problem
 from . import traffic_view as view
-from .common import JsonOpt, NameOpt, command, group, print_json, say, show, show_lines, table
+from .common import JsonOpt, NameOpt, command, group, print_json, say, show, show_stream, table
 
 # The fabric server's modules (numpy, scipy) are imported by the commands that use them:
 # the others start without loading them.
@@ -353,13 +353,10 @@ def events(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines, as the log keeps them."),
 ) -> None:
-    """The fabric's event log (faults, their clearing, links retraining, thresholds): the
-    latest 1000 as a table, or every one with --json or --follow.
+    """The fabric's event log (faults, their clearing, links retraining, thresholds).
 
     Example: fabriclab events --follow
     """
-    from collections import deque
-
     from .. import eventlog
     from ..sim.live.events import line as event_line
     from ..sim.run import records
@@ -370,28 +367,16 @@ def events(
     if not eventlog.log_files(path):
         raise InputError([Problem(name, f"no event log for fabric {name!r} ({path})")])
     line = event_line if json_out else _event_summary
-    last = 0
-    if json_out or follow:
-        chunk: list[str] = []  # written a thousand lines at a time: memory stays bounded
-        for e in eventlog.stream(path):
-            last = e["id"] if isinstance(e.get("id"), int) else last
-            chunk.append(line(e))
-            if len(chunk) >= 1000:
-                show_lines(chunk)
-                chunk = []
-        show_lines(chunk)
+    if follow:  # every event logged (the rotated files first), then each new one
+        show_stream((line(e) for e in eventlog.follow(path, 0)), chunk=1)
+    elif json_out:
+        show_stream(line(e) for e in eventlog.stream(path))
     else:
-        shown: deque = deque(maxlen=EVENTS_SHOWN)
-        total = 0
-        for e in eventlog.stream(path):
-            shown.append([str(e.get(c, "")) for c in EVENT_COLUMNS])
-            total += 1
-        table(f"events of {name!r}", EVENT_COLUMNS, shown)
+        shown, total = eventlog.latest(path, EVENTS_SHOWN)
+        rows = [[str(e.get(c, "")) for c in EVENT_COLUMNS] for e in shown]
+        table(f"events of {name!r}", EVENT_COLUMNS, rows)
         if total > len(shown):
             say(f"the latest {len(shown)} of {total} events: --json for every one")
-    if follow:
-        for e in eventlog.follow(path, last):
-            show(line(e))
 
 
 def _event_summary(e: dict) -> str:
