@@ -24,7 +24,6 @@ each problem ``where: what``); a fabric that goes away while it is used raises
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -34,12 +33,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import eventlog
 from .errors import FabriclabError, InputError, Problem, SpecError
 from .inputs import read_text
 from .model.cluster import Cluster
 from .sim.run import admin, records, tools
 from .sim.run.records import Instance, NotRunning
-from .statedir import open_state_file, state_dir
+from .statedir import state_dir
 
 __all__ = ["CommandFailed", "Fabric", "FabricGone", "NoEvent"]
 
@@ -277,35 +277,24 @@ class Fabric:
 
     @property
     def events_path(self) -> Path:
-        """The fabric's event log (one JSON object a line)."""
-        return state_dir() / f"{self.name}.events.jsonl"
+        """The fabric's event log (one JSON object a line; rotated files beside it)."""
+        return eventlog.events_path(state_dir(), self.name)
 
     def events(self, since: int = 0) -> list[dict[str, Any]]:
         """The events logged so far with an ``id`` above ``since``, oldest first (UFM's
-        fields, and ``sim_time``: see docs/live.md)."""
+        fields, and ``sim_time``: see docs/live.md); the log is read a line at a time."""
         self._instance()
-        found, _ = _read_events(self.events_path, 0)
-        return [e for e in found if _event_id(e) > since]
+        return [e for e in eventlog.stream(self.events_path) if _event_id(e) > since]
 
     def follow(self, since: int = 0) -> Iterator[dict[str, Any]]:
         """Each event with an ``id`` above ``since``, those logged already and then each
-        as it is logged; it ends only by the caller stopping, or with FabricGone when
-        the fabric stops."""
-        offset = 0
-        while True:
-            try:
-                if self.events_path.stat().st_size < offset:
-                    offset = 0  # a fresh log (the fabric was brought up again)
-            except FileNotFoundError:
-                offset = 0
-            found, offset = _read_events(self.events_path, offset)
-            for e in found:
-                if _event_id(e) > since:
-                    since = _event_id(e)
-                    yield e
-            if not found:
-                self._instance()
-                time.sleep(POLL)
+        as it is logged (through the log's rotations); it ends only by the caller
+        stopping, or with FabricGone when the fabric stops."""
+        for e in eventlog.stream(self.events_path):
+            if _event_id(e) > since:
+                since = _event_id(e)
+                yield e
+        yield from eventlog.follow(self.events_path, since, POLL, idle=self._instance)
 
     def wait_event(self, timeout: float = 30.0, since: int = 0, **fields: Any) -> dict[str, Any]:
         """The first event above ``since`` whose fields are ``fields`` (compared as
@@ -411,27 +400,6 @@ def _command(argv: list[str], timeout: float) -> None:
         tail = r.stderr.strip().splitlines()[-1:] or [f"exit status {r.returncode}"]
         problems = [Problem(f"fabriclab {argv[0]}", tail[0])]
     raise CommandFailed(problems)
-
-
-def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The events written to ``path`` after byte ``offset`` (whole lines only; a line
-    that is not an event is skipped), and the offset to read on from."""
-    try:
-        with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    found = []
-    for line in data[:end].splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(e, dict):
-            found.append(e)
-    return found, offset + end
 
 
 def _event_id(e: dict[str, Any]) -> int:

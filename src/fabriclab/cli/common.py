@@ -5,6 +5,7 @@ declared (its help from its docstring)."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import os
 import sys
@@ -161,6 +162,14 @@ def show(line: str) -> None:
 def show_lines(lines: list[str]) -> None:
     """Many lines of output at once, as plain text (no markup, no wrapping)."""
     _stdout("".join(line + "\n" for line in lines))
+
+
+def show_stream(lines: Iterable[str], chunk: int = 1000) -> None:
+    """Lines of output from an iterator, as plain text, ``chunk`` at a time (a listing
+    of any length in bounded memory)."""
+    it = iter(lines)
+    for part in iter(lambda: list(itertools.islice(it, chunk)), []):
+        show_lines(part)
 
 
 def say(line: str) -> None:

@@ -35,6 +35,10 @@ from .traffic import commands as traffic_commands
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
+# What catching up with wall time may spend (seconds) before the rest due is carried out
+# at once, coalesced (a FELL_BEHIND event says so): the MADs and the admin socket wait
+# for no longer than this.
+TICK_BUDGET = 0.02
 
 
 class LiveFabric:
@@ -54,6 +58,7 @@ class LiveFabric:
         meta: dict | None = None,
     ):
         self.server = server
+        self.name = name
         self.sim = server.sim
         self.links = server.links
         self.drops = server.dispatch.drops
@@ -89,9 +94,9 @@ class LiveFabric:
 
     # --- plumbing the fault book uses -------------------------------------------------
 
-    def event(self, kind, object_name: str, description: str) -> dict:
-        """Write an event."""
-        return self.events.emit(kind, object_name, description)
+    def event(self, kind, object_name: str, description: str, counter: int = 0) -> dict:
+        """Write an event (standing for ``counter`` happenings, if more than one)."""
+        return self.events.emit(kind, object_name, description, counter)
 
     def resolve(self, text: str, kind: str = "down") -> Target:
         """The target ``text`` names, for a fault of ``kind``."""
@@ -109,7 +114,7 @@ class LiveFabric:
         if kind not in KINDS:
             raise InputError([Problem(kind, f"unknown fault (known: {', '.join(KINDS)}, up)")])
         t = self.resolve(target, kind)
-        opts = check_options(kind, t, options)
+        opts = check_options(kind, t, options, wall=not self.clock.virtual)
         self.catch_up()
         f = self.book.add(kind, t, opts)
         if kind == "flap":
@@ -187,10 +192,21 @@ class LiveFabric:
 
     # --- time -------------------------------------------------------------------------
 
-    def _next_due(self) -> float | None:
-        due = [self.book.next_due(), *(s.next_due() for s in self.scenarios)]
+    def _next_due(self, horizon: float | None = None) -> float | None:
+        due = [self.book.next_due(horizon), self._step_due()]
         known = [d for d in due if d is not None]
         return min(known) if known else None
+
+    def _step_due(self) -> float | None:
+        """When a scenario's next step is due."""
+        known = [d for s in self.scenarios if (d := s.next_due()) is not None]
+        return min(known) if known else None
+
+    def _horizon(self, end: float) -> float:
+        """How far flaps may run before they are coalesced: to ``end``, or to the next
+        scenario step (which may change them)."""
+        step = self._step_due()
+        return end if step is None else min(step, end)
 
     def _busy(self) -> bool:
         return any(f.kind == "errors" for f in self.book.faults.values()) or bool(
@@ -206,22 +222,46 @@ class LiveFabric:
             self.book.accrue(dt)
         self._last = max(self._last, upto)
 
-    def _run_due(self, now: float) -> None:
-        """Carry out the flap transitions and scenario steps due by ``now``."""
-        self.book.run_due(now)
+    def _run_due(self, now: float, horizon: float | None = None) -> None:
+        """Carry out the flap transitions and scenario steps due by ``now`` (a flap's
+        long run up to ``horizon`` waits for it, and is coalesced)."""
+        self.book.run_due(now, horizon)
         self.scenarios = scenario_run.run_due(self, self.scenarios, now)
 
     def catch_up(self) -> None:
         """Bring errors, traffic, flaps and scenarios up to the clock's now (wall time:
-        called from the server's loop; a virtual clock: nothing moves by itself)."""
+        called from the server's loop; a virtual clock: nothing moves by itself).  Under
+        wall time at most :data:`TICK_BUDGET` is spent on it: what is still due then is
+        carried out at once, coalesced (:meth:`_fell_behind`)."""
         now = self.clock.now()
+        t0 = time.monotonic()
         while True:
-            due = self._next_due()
+            horizon = self._horizon(now)
+            due = self._next_due(horizon)
             if due is None or due > now:
                 break
+            if not self.clock.virtual and time.monotonic() - t0 > TICK_BUDGET:
+                self._fell_behind(due, now)
+                break
             self._accrue(due)
-            self._run_due(due)
+            self._run_due(due, horizon)
         self._accrue(now)
+
+    def _fell_behind(self, due: float, now: float) -> None:
+        """The loop could not keep up: everything due from ``due`` to ``now`` at once,
+        each flap's changes one run, and one event saying how much was coalesced."""
+        changes = self.book.pending(now)
+        self._accrue(now)
+        self.book.run_due(now, now, coalesce_after=1)
+        self.scenarios = scenario_run.run_due(self, self.scenarios, now)
+        self.event(
+            ev_mod.FELL_BEHIND,
+            self.name or "fabric",
+            f"The fabric's loop fell {now - due:.3f} s behind the clock: {changes} flap "
+            f"changes due meanwhile were carried out at once (a wake-up may spend "
+            f"{TICK_BUDGET * 1000:g} ms catching up)",
+            counter=changes,
+        )
 
     def wake(self) -> float:
         """The server loop's hook (called after each of its wake-ups, so after every
@@ -237,6 +277,7 @@ class LiveFabric:
                 wait = min(wait, max(0.0, due - self.clock.now()))
             if self._busy():
                 wait = min(wait, _BUSY_WAKE)
+        self.events.flush()  # coalesced events whose window is over
         self._periodic_save()
         self._wake_at = time.monotonic() + wait
         return wait
@@ -257,14 +298,16 @@ class LiveFabric:
             raise InputError([Problem("SECONDS", f"{seconds!r}: want 0 to 10 years")])
         end = clock.now() + seconds
         while True:
-            due = self._next_due()
+            horizon = self._horizon(end)
+            due = self._next_due(horizon)
             if due is None or due > end:
                 clock.advance(max(0.0, end - clock.now()))
                 self._accrue(end)
                 break
             clock.advance(max(0.0, due - clock.now()))
             self._accrue(due)
-            self._run_due(due)
+            self._run_due(due, horizon)
+        self.events.flush()
         self.save()
         return clock.now()
 

@@ -3,6 +3,11 @@
 category, object_name, object_path, write_to_syslog, description), kept in the state
 directory as ``<name>.events.jsonl`` and read by ``fabriclab events``.
 
+The log stays bounded: events of one kind about one object beyond a burst are coalesced
+(:mod:`.events_limit`, the one written carries their number in ``counter``), and the file
+is rotated at :data:`MAX_BYTES` (``.events.jsonl.1`` the newest of :data:`KEEP` old
+ones).  :mod:`fabriclab.eventlog` reads it, a line at a time.
+
 Where UFM documents an id for the event it is used (UFM-SDN 4.18 "Supported Traps and
 Events": 130 Non-optimal link width, 916 High BER reported); for the rest fabriclab
 numbers its own from 9001 (UFM's own lists were not available to check, so no id of
@@ -15,11 +20,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import eventlog
 from ...statedir import open_state_file
+from .events_limit import Held, Limiter
+
+MAX_BYTES = 16 << 20  # a log file is rotated when the next event would take it past this
+KEEP = eventlog.KEEP  # rotated files kept: <log>.1 (the newest) to <log>.3
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ NVLINK_CLEARED = Kind(9015, "NVLink fault cleared", "Info", "Hardware", "Compute
 # faults stack: a fault cleared (or added) while others still hold its target says so;
 # object_name is what it held (a link, a switch, a tray, a port)
 STILL_HELD = Kind(9016, "Still held by another fault", "Info", "Fabric Notification", "Link")
+# a run of a flap's downs and ups coalesced into one event (its counter: the flaps)
+LINK_FLAPPING = Kind(9017, "Link flapping", "Warning", "Fabric Topology", "Link")
+# the server's loop could not keep up with the clock: what was due was carried out at once
+FELL_BEHIND = Kind(9018, "Fabric clock fell behind", "Warning", "Fabric Notification", "Site")
 
 KINDS = {
     k.event_type: k
@@ -79,28 +92,59 @@ KINDS = {
         NVLINK_FAULT,
         NVLINK_CLEARED,
         STILL_HELD,
+        LINK_FLAPPING,
+        FELL_BEHIND,
     )
 }
 
 
 def events_path(state: Path, name: str) -> Path:
     """Where fabric ``name``'s events are kept."""
-    return state / f"{name}.events.jsonl"
+    return eventlog.events_path(state, name)
 
 
 class EventLog:
     """Appends events to a fabric's log file, numbering them on from the last one there
-    (a resumed fabric continues its log)."""
+    (a resumed fabric continues its log), coalescing bursts (:mod:`.events_limit`) and
+    rotating the file past ``max_bytes``."""
 
-    def __init__(self, path: Path, clock, site: str = "default"):
+    def __init__(
+        self,
+        path: Path,
+        clock,
+        site: str = "default",
+        max_bytes: int = MAX_BYTES,
+        keep: int = KEEP,
+    ):
         self.path = path
         self.clock = clock
         self.site = site
-        self.next_id = 1 + max((e.get("id", 0) for e in read(path)), default=0)
+        self.max_bytes, self.keep = max_bytes, keep
+        self.limit = Limiter()
+        self.next_id = 1 + eventlog.last_id(path)
         self._fd = open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._size = os.fstat(self._fd).st_size
 
-    def emit(self, kind: Kind, object_name: str, description: str) -> dict:
-        """Write one event (at once: a reader following the log sees it); the event."""
+    def emit(self, kind: Kind, object_name: str, description: str, counter: int = 0) -> dict:
+        """Write one event (at once: a reader following the log sees it), unless a burst
+        of its like holds it back (then it is counted, and written later as part of one
+        event standing for them); the event.  ``counter``: how many happenings the
+        event stands for (more than 1: a run coalesced)."""
+        now = round(self.clock.now(), 6)
+        try:
+            before = self.limit.admit(kind, object_name, description, now)
+        except Held:
+            return {"name": kind.name, "object_name": object_name, "held": True}
+        for c in before:
+            self._write(c.kind, c.object_name, c.text(), c.count)
+        return self._write(kind, object_name, description, counter)
+
+    def flush(self, everything: bool = False) -> None:
+        """Write the coalesced events whose window is over (``everything``: all)."""
+        for c in self.limit.due(self.clock.now(), everything):
+            self._write(c.kind, c.object_name, c.text(), c.count)
+
+    def _write(self, kind, object_name: str, description: str, counter: int) -> dict:
         now = time.time()
         ev = {
             "id": self.next_id,
@@ -110,7 +154,8 @@ class EventLog:
             "severity": kind.severity,
             "timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
             + f".{int(now * 1000) % 1000:03d}",
-            "counter": "N/A",
+            # UFM writes "N/A" (its events' sample); a coalesced event, how many it holds
+            "counter": counter if counter > 1 else "N/A",
             "category": kind.category,
             "object_name": object_name,
             "object_path": f"{self.site} / {object_name}",
@@ -119,66 +164,29 @@ class EventLog:
             "sim_time": round(self.clock.now(), 6),
         }
         self.next_id += 1
-        os.write(self._fd, (line(ev) + "\n").encode())
+        data = (line(ev) + "\n").encode()
+        if self._size and self._size + len(data) > self.max_bytes:
+            self._rotate()
+        os.write(self._fd, data)
+        self._size += len(data)
         return ev
 
+    def _rotate(self) -> None:
+        """The log file becomes ``.1`` (``.1`` becomes ``.2`` ..., the oldest goes)."""
+        os.close(self._fd)
+        for i in range(self.keep, 0, -1):
+            older = eventlog.rotated(self.path, i - 1) if i > 1 else self.path
+            if older.exists():
+                os.replace(older, eventlog.rotated(self.path, i))
+        self._fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._size = 0
+
     def close(self) -> None:
-        """Close the log file."""
+        """Write what is coalesced and close the log file."""
+        self.flush(everything=True)
         os.close(self._fd)
 
 
 def line(ev: dict) -> str:
     """An event as the log keeps it: one JSON object on one line (no newline)."""
     return json.dumps(ev)
-
-
-def _tail(path: Path, offset: int) -> bytes:
-    """What ``path`` holds from byte ``offset`` on (nothing when there is no such file)."""
-    try:
-        with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
-            f.seek(offset)
-            return f.read()
-    except FileNotFoundError:
-        return b""
-
-
-def _events(data: bytes) -> list[dict]:
-    """The events of some lines of a log; a line that is not an event, as a torn last line
-    after a crash, is skipped."""
-    out = []
-    for text in data.split(b"\n"):
-        try:
-            ev = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(ev, dict):
-            out.append(ev)
-    return out
-
-
-def read(path: Path, offset: int = 0) -> list[dict]:
-    """The events in ``path`` from byte ``offset`` on."""
-    return _events(_tail(path, offset))
-
-
-def read_new(path: Path, offset: int) -> tuple[list[dict], int]:
-    """The events written to ``path`` after byte ``offset`` (complete lines only), and the
-    offset to read on from."""
-    data = _tail(path, offset)
-    end = data.rfind(b"\n") + 1
-    return _events(data[:end]), offset + end
-
-
-def follow(
-    path: Path, offset: int, poll: float = 0.2, running: Callable[[], bool] = lambda: True
-) -> Iterator[dict]:
-    """Each event written to ``path`` after byte ``offset``, as it is written (the log is
-    looked at every ``poll`` seconds), until ``running()`` says the fabric has stopped
-    (the events it wrote before are still given) (``fabriclab events --follow``)."""
-    while True:
-        time.sleep(poll)
-        up = running()
-        evs, offset = read_new(path, offset)
-        yield from evs
-        if not up:
-            return

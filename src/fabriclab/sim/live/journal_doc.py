@@ -89,7 +89,7 @@ def restore(
             raise InputError([Problem(source, f"{field}.since: after the clock ({clock:g})")])
         try:
             t = resolve(fd["target"], fd["kind"])
-            opts = check_options(fd["kind"], t, fd["options"])
+            opts = check_options(fd["kind"], t, fd["options"], wall=not book.live.clock.virtual)
             progress = _progress(fd, opts)
         except FabriclabError as e:
             raise refuse(field, e) from None

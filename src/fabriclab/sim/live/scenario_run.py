@@ -9,7 +9,7 @@ The file's format and parsing are :mod:`.scenario`; the API that starts a scenar
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...errors import FabriclabError, InputError, Problem
 from .faults.options import check_options
@@ -20,6 +20,8 @@ from .scenario import parse as parse_scenario
 
 class LiveFabric(Protocol):
     """The calls of the live fabric (:class:`.api.LiveFabric`) a scenario's steps make."""
+
+    clock: Any  # its clock: virtual or wall time (a flap period's bound)
 
     def resolve(self, text: str, kind: str = "down") -> Target: ...
 
@@ -60,7 +62,7 @@ def check_step(live: LiveFabric, step: Step) -> None:
         raise InputError([Problem(verb, f"want '{verb} TARGET'")])
     t = live.resolve(args[0], verb)
     if verb != "up":
-        check_options(verb, t, step.options)
+        check_options(verb, t, step.options, wall=not live.clock.virtual)
 
 
 def run_step(live: LiveFabric, step: Step) -> None:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import eventlog
 from ...errors import InputError, Problem
 from ...ib import simwire
 from ...model import miswire
@@ -23,7 +24,6 @@ from ...statedir import state_dir
 from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
-from ..live.events import events_path
 from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
@@ -321,7 +321,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
                 [Problem("--resume", "resume with the clock the fabric had (--virtual-clock)")]
             )
     else:  # a fresh fabric: a fresh event log
-        events_path(state, req.name).unlink(missing_ok=True)
+        eventlog.remove(eventlog.events_path(state, req.name))
     start = float(doc.get("clock", 0.0)) if doc else 0.0
     clock = VirtualClock(start) if req.virtual_clock else WallClock(start)
     engine = TrafficEngine(srv.sim, clock)

@@ -33,7 +33,7 @@ from .options import bad
 from .ports import DropRule, PortFaults, end_key, link_ends
 from .stack import Stack, drop_ports, ids
 from .targets import SWITCH, TRAY, Target, link_name
-from .timeline import Timeline
+from .timeline import COALESCE_AFTER, Timeline
 
 
 class FaultBook:
@@ -318,13 +318,19 @@ class FaultBook:
 
     # --- time (:mod:`.timeline`) --------------------------------------------------
 
-    def next_due(self) -> float | None:
-        """When a flap next changes a link (clock seconds), if one will."""
-        return self.timeline.next_due()
+    def next_due(self, horizon: float | None = None) -> float | None:
+        """When a flap next changes a link (clock seconds), if one will (a long run of
+        changes due by ``horizon``: at ``horizon``, coalesced)."""
+        return self.timeline.next_due(horizon)
 
-    def run_due(self, now: float) -> None:
-        """Carry out the flap transitions due by ``now``, in order."""
-        self.timeline.run_due(now)
+    def run_due(self, now: float, horizon: float | None = None, coalesce_after: int = 0) -> None:
+        """Carry out the flap transitions due by ``now``, in order (long runs up to
+        ``horizon`` coalesced; ``coalesce_after``: runs longer than this, if given)."""
+        self.timeline.run_due(now, horizon, coalesce_after or COALESCE_AFTER)
+
+    def pending(self, now: float) -> int:
+        """How many flap transitions are due by ``now``."""
+        return self.timeline.pending(now)
 
     def accrue(self, seconds: float) -> bool:
         """``seconds`` of bit errors on every link with an ``errors`` fault (the latest

@@ -26,6 +26,11 @@ OPTIONS = {
     "drop": ("rate", "seed"),
     "nvlink": ("gpus",),
 }
+MIN_PERIOD = 0.001  # the shortest flap period (a virtual clock carries out every change)
+# The shortest flap period under wall time: each half (50 ms) is longer than what a wake-up
+# of the server's loop may spend catching up (api.TICK_BUDGET, 20 ms), so the MADs, the
+# admin socket and the flaps all get their turn; shorter ones are refused.
+MIN_WALL_PERIOD = 0.1
 
 
 def bad(where: str, what: str) -> InputError:
@@ -33,9 +38,9 @@ def bad(where: str, what: str) -> InputError:
     return InputError([Problem(where, what)])
 
 
-def check_options(kind: str, target: Target, opts: dict) -> dict:
+def check_options(kind: str, target: Target, opts: dict, wall: bool = False) -> dict:
     """The options of a fault of ``kind`` on ``target``, checked and normalised (an
-    InputError naming the first bad one)."""
+    InputError naming the first bad one); ``wall``: the fabric runs on wall time."""
     where = target.text
     check_keys(kind, opts)
     if kind in ("flap", "degrade", "errors") and target.kind != LINK:
@@ -50,7 +55,14 @@ def check_options(kind: str, target: Target, opts: dict) -> dict:
     if kind == "nvlink":
         out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
-        period = durations.seconds(opts.get("period", 2.0), "--period", 0.001, 86400)
+        period = durations.seconds(opts.get("period", 2.0), "--period", MIN_PERIOD, 86400)
+        if wall and period < MIN_WALL_PERIOD:
+            raise bad(
+                "--period",
+                f"{period:g} s is shorter than the {MIN_WALL_PERIOD:g} s a wall clock can honour "
+                f"(the server loop's tick); a virtual clock (up --virtual-clock) takes down to "
+                f"{MIN_PERIOD:g} s",
+            )
         count = _number(int, opts.get("count", 1), "--count")
         if not 1 <= count <= 100000:
             raise bad("--count", f"{count}: want 1 to 100000 flaps")
