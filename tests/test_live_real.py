@@ -271,7 +271,9 @@ def test_a_journal_fault_fault_would_refuse_is_refused_at_resume(real_tools, tmp
                 "up", "lab", "--name", f.name, "--detach", "--virtual-clock", "--resume"
             )
             assert r.returncode != 0
-            lines = r.stderr.strip().splitlines()
+            # up's phase lines (not a terminal), then its one error line
+            lines = [t for t in r.stderr.strip().splitlines() if t.startswith("error:")]
+            assert r.stderr.strip().splitlines()[-1] == lines[0], r.stderr
             assert len(lines) == 1 and lines[0].startswith(f"error: {f.name}: the fabric server")
             assert f"journal {path}: {message}" in lines[0], lines[0]
             assert "internal" not in lines[0] and f.name not in f.fabriclab("status").stdout

@@ -30,8 +30,11 @@ def test_a_detached_failure_quotes_this_runs_log_lines_only(real_tools, tmp_path
     (tmp_path / "state" / f"{name}.journal").write_text("not a journal\n")
     second = fl("up", "lab", "--name", name, "--detach", "--resume", env=env, cwd=tmp_path)
     assert second.returncode != 0
-    lines = second.stderr.strip().splitlines()
+    # up's phases (timestamped lines, not a terminal), then its one error line
+    lines = [t for t in second.stderr.strip().splitlines() if t.startswith("error:")]
     assert len(lines) == 1 and "the fabric server exited" in lines[0], second.stderr
+    assert second.stderr.strip().splitlines()[-1] == lines[0], second.stderr
+    assert "building the model" not in lines[0], lines  # the log's phase lines not quoted
     assert "unreadable journal" in lines[0], lines  # this run's error ...
     assert "no journal to resume from" not in lines[0], lines  # ... and not the last run's
     log = (tmp_path / "state" / f"{name}.log").read_text()

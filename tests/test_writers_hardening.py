@@ -172,12 +172,14 @@ def test_the_callers_own_directory_is_written(fabric, shared):
     assert (b / "sudo").read_text().startswith("#!/bin/sh\n# written by fabriclab shims\n")
 
 
-def test_the_host_librarys_tree_follows_no_link(fabric, tmp_path):
+def test_the_host_librarys_tree_follows_no_link(fabric, tmp_path, monkeypatch):
     """The trees the server keeps in the state directory go through the same writer: a
     link put in one between two refreshes is refused (a warning in the log, the server
     answering on), and the next ask writes the tree afresh."""
     from fabriclab.sim.run import tools
 
+    # the tree is asked for through the fabric's host socket, in its state directory
+    monkeypatch.setenv("FABRICLAB_STATE_DIR", fabric.env["FABRICLAB_STATE_DIR"])
     target = tmp_path / "target"
     target.mkdir()
     tree = tools.tray_tree(fabric.name, TRAY)

@@ -86,8 +86,9 @@ def _kill_session(proc: subprocess.Popen) -> None:
 
 def _log_tail(log: Path, start: int, lines: int = 3, most: int = 1 << 16) -> list[str]:
     """The last ``lines`` lines the log holds from byte ``start`` on (of its last
-    ``most`` bytes)."""
+    ``most`` bytes), its phase lines left out (``up`` has shown them already)."""
     with open(log, "rb") as f:
         end = f.seek(0, os.SEEK_END)
         f.seek(max(start, end - most))
-        return f.read().decode(errors="replace").strip().splitlines()[-lines:]
+        text = f.read().decode(errors="replace").strip().splitlines()
+    return [t for t in text if not progress.PHASE_LINE.match(t)][-lines:]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from typing import TextIO
@@ -28,6 +29,8 @@ LABELS = {
     "ready": "ready",
 }
 UPDATE_EVERY = 5.0  # seconds between plain lines of one phase whose detail changes
+# a plain phase line ("12:00:01 [   0.4 s] serving: ..."), as Plain writes it
+PHASE_LINE = re.compile(r"\d\d:\d\d:\d\d \[ *\d+\.\d s\] ")
 
 
 class Phases:
