@@ -90,14 +90,26 @@ void say_once(int *flag, const char *text)
     (void)w;
 }
 
-/* The server closed a umad connection: say so once, and fail the call with ENOTCONN. */
-int server_gone(void)
+/* The umad file `u` fails as the kernel's does when its port goes away (user_mad.c
+ * ib_umad_kill_port sets agents_dead; ib_umad_read and ib_umad_write are then EIO and
+ * ib_umad_poll EPOLLERR alone: kernel commits "IB/umad: Return EIO in case of when
+ * device disassociated" and def4cd43f522 "IB/umad: Return EPOLLERR ..."): the
+ * connection ends, so the server forgets its agents as the kernel unregisters them. */
+int device_dead(struct ufd *u, int fd, int *flag, const char *text)
+{
+    if (!__atomic_exchange_n(&u->dead, 1, __ATOMIC_ACQ_REL))
+        shutdown(fd, SHUT_RDWR);
+    say_once(flag, text);
+    errno = EIO;
+    return -1;
+}
+
+/* The server closed a umad connection: the device fails with the line "went away". */
+int server_gone(struct ufd *u, int fd)
 {
     char text[256];
     snprintf(text, sizeof text, "the fabric server '%s' went away", server_name);
-    say_once(&said_gone, text);
-    errno = ENOTCONN;
-    return -1;
+    return device_dead(u, fd, &said_gone, text);
 }
 
 /* The tray's host name, for a process on it (ibping -S answers a ping with it); the

@@ -34,8 +34,8 @@
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
  *   ioctl.c   agent registration (the umad ioctls)
  *   write.c   write: one MAD to the server
- *   read.c    read: one message from the server
- *   poll.c    poll: a pending message reads at once
+ *   read.c    read: one message from the server, held to the protocol's sizes
+ *   poll.c    poll: a pending message reads at once, a failed device is POLLERR
  *
  * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
  * library exports only the calls it wraps. */
@@ -68,7 +68,8 @@
 /* Shared between the library's files, not exported from it. */
 #define FL_HIDDEN __attribute__((visibility("hidden")))
 
-#define WAIT_MS 5000        /* how long the server may take to answer a HELLO */
+#define WAIT_MS 5000        /* how long the server may take to answer a HELLO, or to send
+                             * a long message's next piece */
 #define FD_LIMIT 65536      /* umad and issm fds are looked up in an array this long */
 
 /* --- libc's own functions (libc.c) ------------------------------------------------- */
@@ -101,8 +102,17 @@ FL_HIDDEN int active(void);
 /* One line "fabriclab: <text>" on stderr, the first time `flag` is used. */
 FL_HIDDEN void say_once(int *flag, const char *text);
 
-/* The server closed a umad connection: say so once, and fail the call with ENOTCONN. */
-FL_HIDDEN int server_gone(void);
+struct ufd;
+
+/* The umad file `u` (its socket `fd`) fails as the kernel's does when its port goes
+ * away (user_mad.c ib_umad_kill_port: agents_dead): the connection ends, reads and
+ * writes are EIO and poll is POLLERR alone from then on.  Says `text` once (`flag`);
+ * -1 with errno EIO. */
+FL_HIDDEN int device_dead(struct ufd *u, int fd, int *flag, const char *text);
+
+/* The server closed a umad connection: the device fails (device_dead) with the line
+ * "went away"; -1 with errno EIO. */
+FL_HIDDEN int server_gone(struct ufd *u, int fd);
 
 /* --- connections to the server (hello.c) ------------------------------------------- */
 
@@ -134,6 +144,7 @@ struct ufd {
     size_t msg_len, msg_have;
     int ready;                /* msg is whole: the fd reads at once */
     uint8_t *scratch;         /* FL_FRAME_MAX bytes: a frame beyond the reader's count */
+    int dead;                 /* the server went away or broke the protocol (device_dead) */
 };
 
 extern FL_HIDDEN struct ufd *ufds[FD_LIMIT];

@@ -1,0 +1,208 @@
+"""fabriclab's host library holding the server to the protocol's sizes: a frame or
+message longer than the protocol allows, or one that lies about its size, fails the
+umad device (EIO, then POLLERR, one line) instead of a huge allocation or a misread; a
+server that goes away and a long message that stalls half-way each end as the kernel's
+umad file would.  A small C probe
+(hostlib_frames_probe.c), compiled here, drives the library against the stub server of
+test_hostlib.py or a socket the test holds."""
+
+from __future__ import annotations
+
+import errno
+import select
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_hostlib import HOSTLIB, Conn, Stub, header, run, tree
+
+from fabriclab.ib import hostwire, umad
+from fabriclab.sim.wire.umadsock import UmadSocket
+
+__all__ = ["tree"]  # the stub's /sys tree, a fixture of test_hostlib.py
+
+FRAME = hostwire.FRAME_MAX
+POLLERR = select.POLLERR
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("probe") / "probe"
+    src = Path(__file__).with_name("hostlib_frames_probe.c")
+    subprocess.run(
+        ["gcc", "-O1", "-Wall", "-Werror", "-pthread", f"-I{HOSTLIB}", "-o", str(out), str(src)],
+        check=True,
+    )
+    return str(out)
+
+
+def _pattern(n: int) -> bytes:
+    return bytes(i % 251 for i in range(n))
+
+
+def _message(n: int) -> bytes:
+    """A message of ``n`` bytes to agent 0: the header, then the probe's pattern."""
+    return header(0, n) + _pattern(n - umad.HDR_SIZE)
+
+
+def _more(first: bytes, length: int) -> bytes:
+    """A long message's first frame: MORE in its status, ``length`` in all."""
+    f = bytearray(first)
+    struct.pack_into("<I", f, umad.STATUS_AT, hostwire.MORE)
+    struct.pack_into("<I", f, umad.LENGTH_AT, length)
+    return bytes(f)
+
+
+def _raw(frames: list[bytes], stall: float = 0.0, stall_after: int = 1):
+    """An answer that sends ``frames`` as they are (not as send_message would), with a
+    pause of ``stall`` seconds after the first ``stall_after`` of them."""
+
+    def answer(conn: Conn, msg: bytes) -> list[bytes]:
+        def go() -> None:
+            for i, f in enumerate(frames):
+                if stall and i == stall_after:
+                    time.sleep(stall)  # the stall is what is tested
+                conn.sock.send(f)
+
+        threading.Thread(target=go, daemon=True).start()
+        return []
+
+    return answer
+
+
+def _lines(text: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split()[1:] for line in text.splitlines() if line}
+
+
+def _recv(stub: Stub, probe: str, size: int, tmp_path: Path) -> tuple[dict, str]:
+    r = run([probe, "recv", str(size)], stub.env(), tmp_path, timeout=40)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return _lines(r.stdout), r.stderr
+
+
+LONG = umad.HDR_SIZE + 70000  # a message of two frames
+BIG = umad.HDR_SIZE + 2 * FRAME  # a reader's buffer that takes any frame whole
+LIES = {
+    "4 GiB in a long message's header": [_more(_message(FRAME), 0xFFFF_FFFF)],
+    "past the message bound": [_more(_message(FRAME), hostwire.MESSAGE_MAX + 1)],
+    "a length shorter than the frame": [_more(_message(FRAME), 1000)],
+    "a frame longer than FRAME_MAX": [_message(FRAME + 1000)],
+    "a single frame's length that lies": [
+        _message(umad.HDR_SIZE + 256)[: umad.LENGTH_AT]
+        + struct.pack("<I", 100000)
+        + _message(umad.HDR_SIZE + 256)[umad.LENGTH_AT + 4 :]
+    ],
+    "a piece that overruns the message": [
+        _more(_message(LONG)[:FRAME], LONG),
+        _message(LONG)[FRAME:] + b"\xee" * 100,
+    ],
+    "a piece shorter than the protocol's": [
+        _more(_message(LONG)[:FRAME], LONG),
+        _message(LONG)[FRAME : FRAME + 1000],
+        _message(LONG)[FRAME + 1000 :],
+    ],
+    "a frame shorter than a header": [b"\x01" * 10],
+}
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_a_frame_that_lies_fails_the_device_with_one_line(tree, probe, tmp_path, lie):
+    stub = Stub(tree, _raw(LIES[lie]))
+    try:
+        got, err = _recv(stub, probe, BIG, tmp_path)
+    finally:
+        stub.close()
+    assert got["err"][0] == str(errno.EIO), got
+    assert int(got["err"][1]) < 3000  # at once: no wait for pieces that never come
+    lines = [x for x in err.splitlines() if x.startswith("fabriclab:")]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"fabriclab: the fabric server '{stub.name}' sent "
+    ), err
+    assert lines[0].endswith(": the umad device fails"), err
+    # the device stays failed as the kernel's whose port went away: POLLERR at once,
+    # read and write EIO
+    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1000, got
+    assert got["read"] == ["-1", str(errno.EIO)]
+    assert got["write"] == ["-1", str(errno.EIO)]
+
+
+def test_a_message_at_the_bounds_reads_whole(tree, probe, tmp_path):
+    """The honest long message, sent as the server does, still reads whole."""
+    stub = Stub(tree, lambda conn, msg: [_message(LONG)])
+    try:
+        got, err = _recv(stub, probe, LONG, tmp_path)
+    finally:
+        stub.close()
+    assert got["got"][:2] == [str(LONG), "1"], got
+    assert "fabriclab:" not in err
+
+
+def test_a_stall_mid_message_keeps_the_partial(tree, probe, tmp_path):
+    """The server sends a long message's first piece, then nothing for longer than the
+    library waits inside one read, then the rest: the reader gets EAGAIN meanwhile and
+    then the whole message, never the rest read as a message of its own."""
+    msg = _message(LONG)
+    frames = [_more(msg[:FRAME], LONG), msg[FRAME:]]
+    stub = Stub(tree, _raw(frames, stall=6.5))
+    try:
+        got, err = _recv(stub, probe, LONG, tmp_path)
+    finally:
+        stub.close()
+    assert got["got"][:2] == [str(LONG), "1"], got
+    assert int(got["got"][2]) >= 6000
+    assert "fabriclab:" not in err
+
+
+def test_the_server_going_away_is_pollerr_and_eio_as_the_kernels(tree, probe, tmp_path):
+    """user_mad.c for a port that went away: poll EPOLLERR alone, read and write EIO."""
+
+    def vanish(conn: Conn, msg: bytes) -> list[bytes]:
+        threading.Timer(0.2, stub.close).start()
+        return []
+
+    stub = Stub(tree, vanish)
+    got, err = _recv(stub, probe, BIG, tmp_path)
+    assert got["err"][0] == str(errno.EIO), got
+    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1000, got
+    assert got["read"] == ["-1", str(errno.EIO)]
+    assert got["write"] == ["-1", str(errno.EIO)]
+    assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
+    assert err.count("fabriclab:") == 1, err
+
+
+def test_the_server_sends_no_message_past_the_bound():
+    """The server's end refuses a message longer than MESSAGE_MAX (the library would
+    fail the device): it logs and sends nothing."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    u = UmadSocket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=a.detach())
+    warned: list[str] = []
+
+    class Log:
+        def warning(self, kind: str, msg: str, *args) -> None:
+            warned.append(msg % args)
+
+    class Transport:
+        rlog = Log()
+
+        def detach(self, client, why: str) -> None:
+            warned.append(why)
+
+    class Mads:
+        transport = Transport()
+
+    u.mads, u.client = Mads(), None  # type: ignore[assignment]
+    u.setblocking(False)
+    b.setblocking(False)
+    try:
+        body = bytearray(hostwire.MESSAGE_MAX + 1)
+        assert u._send_long(bytes(body)) == len(body)
+        with pytest.raises(BlockingIOError):
+            b.recv(FRAME)
+        assert len(warned) == 1 and "longer than" in warned[0], warned
+    finally:
+        u.close()
+        b.close()
