@@ -1,26 +1,30 @@
-"""fabriclab's host library holding the server to the protocol's sizes: a frame or
-message longer than the protocol allows, or one that lies about its size, fails the
-umad device (EIO, then POLLERR, one line) instead of a huge allocation or a misread; a
-server that goes away and a long message that stalls half-way each end as the kernel's
-umad file would.  A small C probe
+"""fabriclab's host library holding the server to the protocol's sizes and to time: a
+frame or message longer than the protocol allows, or one that lies about its size,
+fails the umad device (EIO, then POLLERR, one line) instead of a huge allocation or a
+misread; a server that does not take the connection, a signal in the middle of a wait,
+a server that goes away and a long message that stalls half-way each end as the
+kernel's umad file would.  A small C probe
 (hostlib_frames_probe.c), compiled here, drives the library against the stub server of
 test_hostlib.py or a socket the test holds."""
 
 from __future__ import annotations
 
 import errno
+import os
 import select
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from test_hostlib import HOSTLIB, Conn, Stub, header, run, tree
+from test_hostlib import HOSTLIB, TRAY, Conn, Stub, header, run, tree
 
 from fabriclab.ib import hostwire, umad
+from fabriclab.sim.host.hostlib import library_path
 from fabriclab.sim.wire.umadsock import UmadSocket
 
 __all__ = ["tree"]  # the stub's /sys tree, a fixture of test_hostlib.py
@@ -172,6 +176,107 @@ def test_the_server_going_away_is_pollerr_and_eio_as_the_kernels(tree, probe, tm
     assert got["write"] == ["-1", str(errno.EIO)]
     assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
     assert err.count("fabriclab:") == 1, err
+
+
+class SlowStub(Stub):
+    """The stub, answering the HELLOs of ``delays``' kinds that many seconds late (and
+    touching ``mark`` when a REGISTER arrives)."""
+
+    def __init__(self, root: Path, delays: dict[int, float], mark: Path | None = None):
+        self.delays, self.mark = delays, mark
+        self.local = threading.local()
+        super().__init__(root)
+
+    def _serve(self, c: socket.socket) -> None:
+        raw = c.recv(hostwire.HELLO.size, socket.MSG_PEEK)
+        self.local.kind = hostwire.HELLO.unpack_from(raw)[2]
+        if self.local.kind == hostwire.KIND_REGISTER and self.mark is not None:
+            self.mark.touch()
+        super()._serve(c)
+
+    def _reply(self, c: socket.socket, err: int = 0, token: int = 0, text: str = "") -> None:
+        time.sleep(self.delays.get(self.local.kind, 0.0))  # the delay is what is tested
+        super()._reply(c, err, token, text)
+
+
+def test_a_signal_during_the_hello_is_retried_not_a_timeout(tree, probe, tmp_path):
+    stub = SlowStub(tree, {hostwire.KIND_UMAD: 1.0})
+    try:
+        r = run([probe, "open", "sig"], stub.env(), tmp_path, timeout=30)
+    finally:
+        stub.close()
+    got = _lines(r.stdout)
+    assert got["open"][:2] == ["0", "0"], r.stdout + r.stderr
+    assert int(got["open"][2]) >= 900 and int(got["open"][3]) > 10  # signals came
+    assert "fabriclab:" not in r.stderr
+
+
+def test_a_server_whose_backlog_is_full_is_one_line_not_a_hang(probe, tmp_path):
+    """A listening socket that never accepts, its backlog full: open fails within the
+    library's wait (5 s) with one clear line."""
+    d = Path(tempfile.mkdtemp(prefix="flbl"))
+    path = d / f"stuck.{hostwire.SOCKET_KIND}"
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lsock.bind(str(path))
+    lsock.listen(0)
+    held = []
+    try:
+        for _ in range(64):  # fill the backlog: a connect that would wait says EAGAIN
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            c.setblocking(False)
+            held.append(c)
+            try:
+                c.connect(str(path))
+            except BlockingIOError:
+                break
+        else:
+            pytest.fail("the backlog never filled")
+        env = {
+            **os.environ,
+            "LD_PRELOAD": library_path(),
+            "FABRICLAB_SOCKNAME": "stuck",
+            "FABRICLAB_HOST_SOCKET": str(path),
+            "FABRICLAB_TRAY": TRAY,
+        }
+        t0 = time.monotonic()
+        r = run([probe, "open"], env, tmp_path, timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        for s in [lsock, *held]:
+            s.close()
+        path.unlink(missing_ok=True)
+        d.rmdir()
+    assert _lines(r.stdout)["open"][:2] == ["-1", str(errno.ETIMEDOUT)], r.stdout
+    assert 4.5 < took < 10
+    assert r.stderr == (
+        f"fabriclab: the fabric server 'stuck' at {path} did not take the connection "
+        "within 5 s (its backlog is full: is it stopped?)\n"
+    )
+
+
+def test_a_reply_longer_than_the_protocol_or_of_many_lines(tree, probe, tmp_path):
+    class Talker(Stub):
+        said = "x" * hostwire.TEXT_MAX
+
+        def _reply(self, c, err=0, token=0, text=""):
+            super()._reply(c, errno.ENODEV, token, self.said)
+
+    for said, line in (
+        (
+            "x" * (hostwire.TEXT_MAX + 1),
+            f"the fabric server '{{}}' answered with more than the {hostwire.TEXT_MAX} "
+            "bytes of text the protocol allows",
+        ),
+        ("no such\ntray\x1b[2J here\n", "no such tray [2J here"),
+    ):
+        stub = Talker(tree)
+        stub.said = said
+        try:
+            r = run([probe, "open"], stub.env(), tmp_path)
+        finally:
+            stub.close()
+        assert _lines(r.stdout)["open"][0] == "-1"
+        assert r.stderr == f"fabriclab: {line.format(stub.name)}\n"
 
 
 def test_the_server_sends_no_message_past_the_bound():

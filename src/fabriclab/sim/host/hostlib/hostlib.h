@@ -28,7 +28,7 @@
  *   libc.c    libc's own functions, looked up on first use (NEXT)
  *   config.c  the environment (which server, where, whose; which tray), messages said
  *             once, gethostname
- *   hello.c   a connection to the server: HELLO and its REPLY
+ *   hello.c   a connection to the server: HELLO and its REPLY, each within WAIT_MS
  *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
@@ -68,8 +68,8 @@
 /* Shared between the library's files, not exported from it. */
 #define FL_HIDDEN __attribute__((visibility("hidden")))
 
-#define WAIT_MS 5000        /* how long the server may take to answer a HELLO, or to send
-                             * a long message's next piece */
+#define WAIT_MS 5000        /* how long the server may take to take a connection and to
+                             * answer its HELLO, or to send a long message's next piece */
 #define FD_LIMIT 65536      /* umad and issm fds are looked up in an array this long */
 
 /* --- libc's own functions (libc.c) ------------------------------------------------- */
