@@ -2,8 +2,8 @@
 frame or message longer than the protocol allows, or one that lies about its size,
 fails the umad device (EIO, then POLLERR, one line) instead of a huge allocation or a
 misread; a server that does not take the connection, a signal in the middle of a wait,
-a server that goes away and a long message that stalls half-way each end as the
-kernel's umad file would.  A small C probe
+a registration's round trip, a server that goes away and a long message that stalls
+half-way each end as the kernel's umad file would.  A small C probe
 (hostlib_frames_probe.c), compiled here, drives the library against the stub server of
 test_hostlib.py or a socket the test holds."""
 
@@ -209,6 +209,22 @@ def test_a_signal_during_the_hello_is_retried_not_a_timeout(tree, probe, tmp_pat
     assert got["open"][:2] == ["0", "0"], r.stdout + r.stderr
     assert int(got["open"][2]) >= 900 and int(got["open"][3]) > 10  # signals came
     assert "fabriclab:" not in r.stderr
+
+
+def test_a_registration_round_trip_does_not_stall_write(tree, probe, tmp_path):
+    mark = tmp_path / "registering"
+    stub = SlowStub(tree, {hostwire.KIND_REGISTER: 3.0}, mark)
+    try:
+        r = run([probe, "register", str(mark)], stub.env(), tmp_path, timeout=30)
+    finally:
+        stub.close()
+    got = _lines(r.stdout)
+    size = umad.HDR_SIZE + 256
+    # the write went out while the registration waited for the server
+    assert got["write"][:2] == [str(size), "0"], r.stdout + r.stderr
+    assert int(got["write"][2]) < 1000 and got["write"][3] == "1", r.stdout
+    assert got["reg"][0] == "1" and int(got["reg"][1]) >= 2900, r.stdout
+    assert len(stub.registered) == 1
 
 
 def test_a_server_whose_backlog_is_full_is_one_line_not_a_hang(probe, tmp_path):

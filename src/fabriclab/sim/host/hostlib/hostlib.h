@@ -138,6 +138,7 @@ struct ufd {
     pthread_mutex_t wlock;    /* a long message's frames go out together */
     struct {
         uint8_t used, told, kernel_rmpp;
+        uint8_t reserved;     /* the server is being told of it: the slot is taken */
     } agent[UMAD_MAX_AGENTS];
     int already_used;         /* an agent was registered: ENABLE_PKEY is EINVAL */
     uint8_t *msg;             /* a message being reassembled, or waiting (ENOSPC) */

@@ -26,21 +26,30 @@ static int reg_check(const struct umad_reg_req2 *r)
 
 /* Registers agent `r` on `u`: a free slot (0..31), and for a class with methods the
  * server told on a connection of its own (OpenSM registers while its receiver thread
- * sits in read on this fd).  The slot, or -1 with errno. */
+ * sits in read on this fd).  The slot is reserved under the lock and the server told
+ * without it, so that write and read on the fd go on meanwhile.  The slot, or -1 with
+ * errno. */
 static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
 {
     if (r->qpn != 0 && r->qpn != 1)
         return errno = EINVAL, -1;
+    if (__atomic_load_n(&u->dead, __ATOMIC_ACQUIRE))
+        return errno = EPIPE, -1; /* ib_umad_reg_agent: the port's device is gone */
     pthread_mutex_lock(&u->lock);
     int id = 0, err = 0;
-    while (id < UMAD_MAX_AGENTS && u->agent[id].used)
+    while (id < UMAD_MAX_AGENTS && (u->agent[id].used || u->agent[id].reserved))
         id++;
     if (id == UMAD_MAX_AGENTS)
         err = ENOMEM;
     else
         err = reg_check(r);
+    if (!err)
+        u->agent[id].reserved = 1;
+    pthread_mutex_unlock(&u->lock);
+    if (err)
+        return errno = err, -1;
     int tell = r->mgmt_class && (r->method_mask[0] || r->method_mask[1]);
-    if (!err && tell) {
+    if (tell) {
         char text[FL_TEXT_MAX + 1];
         uint32_t token = u->token;
         r->id = (uint32_t)id;
@@ -53,14 +62,43 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
             NEXT(close)(s);
         }
     }
+    pthread_mutex_lock(&u->lock);
     if (!err) {
         u->agent[id].used = 1;
         u->agent[id].told = (uint8_t)tell;
         u->agent[id].kernel_rmpp = r->rmpp_version && !(r->flags & UMAD_USER_RMPP);
         u->already_used = 1;
     }
+    u->agent[id].reserved = 0;
     pthread_mutex_unlock(&u->lock);
     return err ? (errno = err, -1) : id;
+}
+
+/* Unregisters agent `id` of `u`: gone at once for write, its slot reserved until the
+ * server has been told (without the lock), so that no new agent takes the id first. */
+static int agent_unregister(struct ufd *u, uint32_t id)
+{
+    pthread_mutex_lock(&u->lock);
+    int known = id < UMAD_MAX_AGENTS && u->agent[id].used;
+    int told = known && u->agent[id].told;
+    if (known) {
+        memset(&u->agent[id], 0, sizeof u->agent[id]);
+        u->agent[id].reserved = (uint8_t)told;
+    }
+    pthread_mutex_unlock(&u->lock);
+    if (!known)
+        return errno = EINVAL, -1;
+    if (told) {
+        char text[FL_TEXT_MAX + 1];
+        uint32_t token = u->token;
+        int s = hello(FL_KIND_UNREGISTER, id, &token, NULL, 0, 1, text);
+        if (s >= 0)
+            NEXT(close)(s);
+        pthread_mutex_lock(&u->lock);
+        u->agent[id].reserved = 0;
+        pthread_mutex_unlock(&u->lock);
+    }
+    return 0;
 }
 
 /* The umad ioctls (user_mad.c ib_umad_ioctl); anything else is ENOTTY. */
@@ -99,19 +137,7 @@ static int umad_ioctl(struct ufd *u, unsigned long req, void *arg)
     if (req == UMAD_UNREGISTER_AGENT) {
         uint32_t id;
         memcpy(&id, arg, sizeof id);
-        pthread_mutex_lock(&u->lock);
-        int known = id < UMAD_MAX_AGENTS && u->agent[id].used;
-        if (known && u->agent[id].told) {
-            char text[FL_TEXT_MAX + 1];
-            uint32_t token = u->token;
-            int s = hello(FL_KIND_UNREGISTER, id, &token, NULL, 0, 1, text);
-            if (s >= 0)
-                NEXT(close)(s);
-        }
-        if (known)
-            memset(&u->agent[id], 0, sizeof u->agent[id]);
-        pthread_mutex_unlock(&u->lock);
-        return known ? 0 : (errno = EINVAL, -1);
+        return agent_unregister(u, id);
     }
     if (req == UMAD_ENABLE_PKEY) { /* the 64-byte header is the only one served */
         pthread_mutex_lock(&u->lock);
