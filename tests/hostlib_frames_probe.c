@@ -8,7 +8,8 @@
  *   open [sig]      just open (with "sig": SIGALRM every 10 ms, without SA_RESTART)
  *   register MARK   agent 0 registered; a thread registers agent 1 with methods (a
  *                   round trip to the server) while the main thread, once the file
- *                   MARK exists, writes a MAD on agent 0 */
+ *                   MARK exists, writes a MAD on agent 0
+ *   flood           writes on a blocking fd until a write fails (or 30 s pass) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -174,6 +175,22 @@ static int do_register(const char *mark)
     return 0;
 }
 
+static int do_flood(void)
+{
+    int fd = open("/dev/infiniband/umad0", O_RDWR); /* blocking */
+    if (fd < 0)
+        return printf("open -1 %d\n", errno), 1;
+    int agent = reg(fd, 0x03, 2, -1), err = 0, k;
+    long t0 = now_ms(), w = 0, last = 0;
+    for (k = 0; w >= 0 && now_ms() - t0 < 30000; k++) {
+        long t = now_ms();
+        w = send_get(fd, (uint32_t)agent, &err);
+        last = now_ms() - t;
+    }
+    printf("flood %d %ld %d %ld\n", k, w, w < 0 ? err : 0, last);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -183,6 +200,8 @@ int main(int argc, char **argv)
         return do_open(argc >= 3 && !strcmp(argv[2], "sig"));
     if (argc >= 3 && !strcmp(argv[1], "register"))
         return do_register(argv[2]);
-    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK\n");
+    if (argc >= 2 && !strcmp(argv[1], "flood"))
+        return do_flood();
+    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood\n");
     return 2;
 }

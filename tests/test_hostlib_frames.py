@@ -227,6 +227,35 @@ def test_a_registration_round_trip_does_not_stall_write(tree, probe, tmp_path):
     assert len(stub.registered) == 1
 
 
+class Deaf(Stub):
+    """The stub, never reading what a umad connection writes (a stopped server)."""
+
+    def __init__(self, root: Path):
+        self.stop = threading.Event()
+        super().__init__(root)
+
+    def _mads(self, conn: Conn) -> None:
+        self.stop.wait(60)
+
+    def close(self) -> None:
+        self.stop.set()
+        super().close()
+
+
+def test_a_write_the_server_never_takes_fails_in_time_even_blocking(tree, probe, tmp_path):
+    """A blocking umad fd whose server stopped reading: once the socket is full, write
+    waits at most its 10 s for room, then fails with EIO, as the kernel's write never
+    waits on a peer."""
+    stub = Deaf(tree)
+    try:
+        r = run([probe, "flood"], stub.env(), tmp_path, timeout=45)
+    finally:
+        stub.close()
+    k, w, err, last = _lines(r.stdout)["flood"]
+    assert (w, err) == ("-1", str(errno.EIO)), r.stdout + r.stderr
+    assert int(k) > 1 and 9500 <= int(last) < 15000, r.stdout
+
+
 def test_a_server_whose_backlog_is_full_is_one_line_not_a_hang(probe, tmp_path):
     """A listening socket that never accepts, its backlog full: open fails within the
     library's wait (5 s) with one clear line."""

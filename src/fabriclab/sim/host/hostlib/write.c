@@ -11,8 +11,9 @@ static int is_response(const uint8_t *mad)
     return (mad[3] & 0x80) || mad[3] == 0x07 || (mad[1] == 0x05 && (mad[23] & 1));
 }
 
-/* Sends one frame, waiting for room up to SEND_WAIT_MS (the kernel's write never
- * drops a MAD; EINTR is retried within that time); 0, or -1 with errno. */
+/* Sends one frame, waiting for room up to SEND_WAIT_MS even on a blocking fd (the
+ * kernel's write never drops a MAD, nor waits on a peer that does not read; EINTR is
+ * retried within that time); 0, or -1 with errno (EIO: no room in time). */
 static int send_frame(struct ufd *u, int fd, struct iovec *iov, int n)
 {
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -20,7 +21,7 @@ static int send_frame(struct ufd *u, int fd, struct iovec *iov, int n)
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += SEND_WAIT_MS / 1000;
     for (;;) {
-        if (sendmsg(fd, &m, MSG_NOSIGNAL) >= 0)
+        if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
             return 0;
         if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
             return server_gone(u, fd);
@@ -34,7 +35,7 @@ static int send_frame(struct ufd *u, int fd, struct iovec *iov, int n)
         if (left <= 0)
             return errno = EIO, -1;
         struct pollfd pf = {fd, POLLOUT, 0};
-        NEXT(poll)(&pf, 1, (int)left);
+        NEXT(poll)(&pf, 1, (int)left); /* EINTR: tried again within the time */
     }
 }
 
