@@ -97,9 +97,10 @@ void say_once(int *flag, const char *text)
  * connection ends, so the server forgets its agents as the kernel unregisters them. */
 int device_dead(struct ufd *u, int fd, int *flag, const char *text)
 {
-    if (!__atomic_exchange_n(&u->dead, 1, __ATOMIC_ACQ_REL))
+    if (!__atomic_exchange_n(&u->dead, 1, __ATOMIC_ACQ_REL)) { /* the first cause only */
         shutdown(fd, SHUT_RDWR);
-    say_once(flag, text);
+        say_once(flag, text);
+    }
     errno = EIO;
     return -1;
 }

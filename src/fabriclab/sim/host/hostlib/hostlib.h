@@ -106,8 +106,8 @@ struct ufd;
 
 /* The umad file `u` (its socket `fd`) fails as the kernel's does when its port goes
  * away (user_mad.c ib_umad_kill_port: agents_dead): the connection ends, reads and
- * writes are EIO and poll is POLLERR alone from then on.  Says `text` once (`flag`);
- * -1 with errno EIO. */
+ * writes are EIO and poll is POLLERR alone from then on.  Says `text` once (`flag`)
+ * when this is the device's first failure; -1 with errno EIO. */
 FL_HIDDEN int device_dead(struct ufd *u, int fd, int *flag, const char *text);
 
 /* The server closed a umad connection: the device fails (device_dead) with the line
