@@ -128,7 +128,7 @@ int ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(ioctl)(fd, req, arg);
     return umad_ioctl(u, req, arg);

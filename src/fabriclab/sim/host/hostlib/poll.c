@@ -7,9 +7,7 @@ static int pending_in(struct pollfd *fds, nfds_t n)
 {
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u = lookup(fds[i].fd);
-        k += u && __atomic_load_n(&u->ready, __ATOMIC_ACQUIRE) &&
-             (fds[i].events & (POLLIN | POLLRDNORM));
+        k += ufd_pending(fds[i].fd) && (fds[i].events & (POLLIN | POLLRDNORM));
     }
     return k;
 }
@@ -21,8 +19,7 @@ static int with_pending(struct pollfd *fds, nfds_t n, int r)
         return r;
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u = lookup(fds[i].fd);
-        if (u && __atomic_load_n(&u->ready, __ATOMIC_ACQUIRE))
+        if (ufd_pending(fds[i].fd))
             fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM);
         k += fds[i].revents != 0;
     }

@@ -113,7 +113,7 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
 
 ssize_t read(int fd, void *buf, size_t count)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(read)(fd, buf, count);
     return umad_read(u, fd, buf, count);
@@ -123,7 +123,7 @@ ssize_t read(int fd, void *buf, size_t count)
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size);
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(__read_chk)(fd, buf, count, size);
     if (count > size)

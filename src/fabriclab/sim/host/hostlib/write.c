@@ -78,7 +78,7 @@ static ssize_t umad_write(struct ufd *u, int fd, const uint8_t *buf, size_t coun
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(write)(fd, buf, count);
     return umad_write(u, fd, buf, count);

@@ -1,0 +1,112 @@
+"""The host library's fd table (sim/host/hostlib/slots.c): a umad file lives while any fd
+or call holds it.  A C probe (tests/probes/lifetime.c) runs under the library, plain
+and built with AddressSanitizer, against test_hostlib's server end of the protocol."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from test_hostlib import HOSTLIB, Conn, Stub, answer_smp, send_message
+
+PROBE = Path(__file__).parent / "probes" / "lifetime.c"
+DEADLINE = 30  # seconds for a probe; the probe itself gives up after 20
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def _gcc(*argv: str) -> None:
+    r = subprocess.run(["gcc", *argv], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path | str]:
+    """The probe, and the library built from the current sources with AddressSanitizer
+    (the package's own build is the plain one) and the runtime it needs preloaded."""
+    d = tmp_path_factory.mktemp("lifetime")
+    _gcc("-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(d / "probe"),
+         str(PROBE))  # fmt: skip
+    sources = sorted(str(c) for c in HOSTLIB.glob("*.c"))
+    _gcc("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer", "-fPIC", "-shared",
+         "-pthread", "-o", str(d / "lib-asan.so"), *sources, "-ldl")  # fmt: skip
+    asan = subprocess.run(
+        ["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True
+    ).stdout.strip()
+    (d / "hello.txt").write_text("hello")
+    return {"dir": d, "probe": d / "probe", "asan": f"{asan} {d / 'lib-asan.so'}"}
+
+
+def _env(stub: Stub, built: dict, asan: bool) -> dict[str, str]:
+    env = stub.env()
+    if asan:
+        env["LD_PRELOAD"] = str(built["asan"])
+        env["ASAN_OPTIONS"] = "detect_leaks=1:exitcode=66"
+    return env
+
+
+def _probe(stub: Stub, built: dict, case: str, asan: bool) -> subprocess.CompletedProcess:
+    argv = [str(built["probe"]), case, str(built["dir"] / "hello.txt")]
+    return subprocess.run(
+        argv, env=_env(stub, built, asan), capture_output=True, text=True, timeout=DEADLINE,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _lines(r: subprocess.CompletedProcess) -> list[str]:
+    assert "ERROR: AddressSanitizer" not in r.stderr, r.stderr
+    assert "LeakSanitizer" not in r.stderr, r.stderr
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert "fabriclab:" not in r.stderr, r.stderr
+    return r.stdout.splitlines()
+
+
+def _until(cond, what: str, limit: float = 10) -> None:
+    end = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < end, f"no {what} within {limit} s"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("end", ["answer", "hangup"])
+@pytest.mark.parametrize("asan", [False, True], ids=["plain", "asan"])
+def test_a_read_blocked_while_another_thread_closes_the_fd_goes_on(built, asan, end):
+    """As on Linux, the blocked read holds the file: the close takes the number away,
+    the read goes on, and returns the answer the server sends after the close, or
+    ENOTCONN with the one line when the server hangs up then; the file is freed when it
+    returns (AddressSanitizer: no use after free, no leak)."""
+    held: list[tuple[Conn, bytes]] = []
+    stub = Stub(None, lambda conn, msg: held.append((conn, msg)) or [])
+    try:
+        p = subprocess.Popen(
+            [str(built["probe"]), "close-blocked", str(built["dir"] / "hello.txt")],
+            env=_env(stub, built, asan), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline() == "ask 320\n"
+            assert p.stdout.readline() == "close 0\n"
+            _until(lambda: held, "SubnGet at the server")
+            conn, msg = held[0]
+            if end == "answer":
+                send_message(conn.sock, answer_smp(conn, msg)[0])
+            else:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            out, err = p.communicate(timeout=DEADLINE)
+        finally:
+            p.kill()
+            p.wait()
+    finally:
+        stub.close()
+    gone = f"fabriclab: the fabric server '{stub.name}' went away\n"
+    if end == "hangup":
+        assert err.count(gone) == 1, err
+        err = err.replace(gone, "")
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert _lines(r) == ["read 320" if end == "answer" else f"read {-errno.ENOTCONN}"]
