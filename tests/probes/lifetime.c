@@ -148,6 +148,51 @@ static void close_blocked(void)
     say("read %zd", r.got);
 }
 
+/* a thread cancelled in read, then read, write, ioctl and close from another */
+static void cancel(void)
+{
+    struct reader r = {.fd = open_umad()};
+    int agent = reg(r.fd);
+    pthread_t t = start_reader(&r);
+    pthread_cancel(t);
+    void *ret;
+    pthread_join(t, &ret);
+    say("cancelled %d", ret == PTHREAD_CANCELED);
+    say("reg %d", reg(r.fd));
+    say("ask %zd", ask(r.fd, agent));
+    say("read %zd", get(r.fd, NULL));
+    say("close %d", close(r.fd));
+}
+
+static void *registrar(void *arg)
+{
+    struct reader *r = arg;
+    __atomic_store_n(&r->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    r->got = reg_methods(r->fd, 1u << 0x01); /* Get: told to the server */
+    return NULL;
+}
+
+/* a thread cancelled while its registration waits for the server's answer (under the
+ * fd's agent lock), then ioctl, write, read and close from another */
+static void cancel_register(void)
+{
+    struct reader r = {.fd = open_umad()};
+    pthread_t t;
+    pthread_create(&t, NULL, registrar, &r);
+    while (!__atomic_load_n(&r.tid, __ATOMIC_ACQUIRE))
+        sched_yield();
+    wait_in(r.tid, SYS_poll, SYS_ppoll);
+    pthread_cancel(t);
+    void *ret;
+    pthread_join(t, &ret);
+    say("cancelled %d", ret == PTHREAD_CANCELED);
+    int agent = reg(r.fd);
+    say("reg %d", agent);
+    say("ask %zd", ask(r.fd, agent));
+    say("read %zd", get(r.fd, NULL));
+    say("close %d", close(r.fd));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -157,6 +202,10 @@ int main(int argc, char **argv)
     alarm(DEADLINE);
     if (!strcmp(argv[1], "close-blocked"))
         close_blocked();
+    else if (!strcmp(argv[1], "cancel"))
+        cancel();
+    else if (!strcmp(argv[1], "cancel-register"))
+        cancel_register();
     else
         return 2;
     return 0;

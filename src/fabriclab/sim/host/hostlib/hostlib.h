@@ -169,11 +169,37 @@ FL_HIDDEN int ufd_pending(int fd);
 /* A new file of `kind` on socket `s` in s's slot: 0, or -1 with errno. */
 FL_HIDDEN int ufd_open(int s, int kind, uint32_t token);
 
+/* --- what a cancelled thread leaves behind ------------------------------------------
+ * A recv, poll, send, connect or close is a cancellation point (pthreads(7)), and
+ * OpenSM stops its receiver thread with pthread_cancel while it sits in read.  glibc
+ * cancels by unwinding the thread's stack (nptl: forced unwinding); built with
+ * -fexceptions, the library's cleanup variables (GCC's cleanup attribute) run then as
+ * they do when their block ends: a reference is given back, a lock unlocked. */
+#ifndef __EXCEPTIONS
+#error "build the host library with -fexceptions (hatch_build.py): see above"
+#endif
+
 static inline void ufd_release(struct ufd **u) { ufd_put(*u); }
 
 /* A variable holding a reference, given back when its block ends:
  *   struct ufd *u HELD = ufd_get(fd); */
 #define HELD __attribute__((cleanup(ufd_release)))
+
+static inline void unlock_held(pthread_mutex_t **m)
+{
+    if (*m)
+        pthread_mutex_unlock(*m);
+}
+
+static inline pthread_mutex_t *lock_held(pthread_mutex_t *m)
+{
+    pthread_mutex_lock(m);
+    return m;
+}
+
+/* Locks `m` until UNLOCK() (or the end of the block); one per block. */
+#define LOCK(m) pthread_mutex_t *held_ __attribute__((cleanup(unlock_held))) = lock_held(m)
+#define UNLOCK() (pthread_mutex_unlock(held_), held_ = NULL)
 
 /* --- MAD classes (ioctl.c, write.c) ------------------------------------------------ */
 

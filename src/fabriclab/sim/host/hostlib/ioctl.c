@@ -31,7 +31,7 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
 {
     if (r->qpn != 0 && r->qpn != 1)
         return errno = EINVAL, -1;
-    pthread_mutex_lock(&u->lock);
+    LOCK(&u->lock);
     int id = 0, err = 0;
     while (id < UMAD_MAX_AGENTS && u->agent[id].used)
         id++;
@@ -59,7 +59,7 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
         u->agent[id].kernel_rmpp = r->rmpp_version && !(r->flags & UMAD_USER_RMPP);
         u->already_used = 1;
     }
-    pthread_mutex_unlock(&u->lock);
+    UNLOCK();
     return err ? (errno = err, -1) : id;
 }
 
@@ -99,7 +99,7 @@ static int umad_ioctl(struct ufd *u, unsigned long req, void *arg)
     if (req == UMAD_UNREGISTER_AGENT) {
         uint32_t id;
         memcpy(&id, arg, sizeof id);
-        pthread_mutex_lock(&u->lock);
+        LOCK(&u->lock);
         int known = id < UMAD_MAX_AGENTS && u->agent[id].used;
         if (known && u->agent[id].told) {
             char text[FL_TEXT_MAX + 1];
@@ -110,7 +110,7 @@ static int umad_ioctl(struct ufd *u, unsigned long req, void *arg)
         }
         if (known)
             memset(&u->agent[id], 0, sizeof u->agent[id]);
-        pthread_mutex_unlock(&u->lock);
+        UNLOCK();
         return known ? 0 : (errno = EINVAL, -1);
     }
     if (req == UMAD_ENABLE_PKEY) { /* the 64-byte header is the only one served */

@@ -50,7 +50,7 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
 {
     if (u->kind != FL_KIND_UMAD || count < UMAD_HDR_SIZE)
         return errno = EINVAL, -1;
-    pthread_mutex_lock(&u->rlock);
+    LOCK(&u->rlock);
     ssize_t r = -1;
     for (;;) {
         if (u->ready) {
@@ -107,7 +107,7 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
         if (n < 0)
             break; /* EAGAIN, EINTR: the pending state stays */
     }
-    pthread_mutex_unlock(&u->rlock);
+    UNLOCK();
     return r;
 }
 
