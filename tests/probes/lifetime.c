@@ -135,6 +135,23 @@ static pthread_t start_reader(struct reader *r)
     return t;
 }
 
+/* An fd of the file holding "hello". */
+static int open_file(void)
+{
+    int fd = open(file, O_RDONLY);
+    if (fd < 0)
+        say("file %s", strerror(errno)), exit(1);
+    return fd;
+}
+
+/* Reads `fd` as the file: "file <count> <text>", or the error. */
+static void as_file(const char *what, int fd)
+{
+    char text[16] = "";
+    ssize_t n = get(fd, text);
+    say("%s %zd %s", what, n, n < 0 ? strerror((int)-n) : text);
+}
+
 /* close while another thread blocks in read: the read goes on (the file lives while it
  * runs) and returns the answer that comes after the close. */
 static void close_blocked(void)
@@ -193,6 +210,66 @@ static void cancel_register(void)
     say("close %d", close(r.fd));
 }
 
+/* dup, fcntl(F_DUPFD_CLOEXEC), dup2, dup3: the same file, its agents shared */
+static void dups(void)
+{
+    int fd = open_umad();
+    int a = dup(fd);
+    say("dup %d", reg(a));
+    close(fd);
+    say("ask %zd", ask(a, 0));
+    say("read %zd", get(a, NULL));
+    int b = fcntl(a, F_DUPFD_CLOEXEC, 100);
+    say("dupfd %d %d", b >= 100, reg(b));
+    say("dup2 %d", dup2(a, 50) == 50 ? reg(50) : -errno);
+    say("dup3 %d", dup3(a, 51, O_CLOEXEC) == 51 ? reg(51) : -errno);
+    /* a file put on a umad fd's number is the file */
+    int f = open_file();
+    say("over %d", dup2(f, a) == a);
+    as_file("file", a);
+    say("ioctl %d", reg(a));
+    close(f);
+    close(a);
+    close(50);
+    close(b);
+    say("ask51 %zd", ask(51, 0));
+    say("read51 %zd", get(51, NULL));
+    close(51);
+}
+
+/* a umad fd closed by close_range, closefrom, fclose(fdopen()) or a bare system call,
+ * its number taken by a file: the file */
+static void closes(void)
+{
+    int fd = open_umad();
+    say("range %d", close_range(fd, fd, 0));
+    int f = open_file();
+    say("same %d", f == fd);
+    as_file("file", f);
+    close(f);
+    fd = open_umad();
+    say("cloexec %d", close_range(fd, fd, CLOSE_RANGE_CLOEXEC));
+    say("still %d", reg(fd));
+    closefrom(fd);
+    f = open_file();
+    say("same %d", f == fd);
+    as_file("file", f);
+    close(f);
+    fd = open_umad();
+    fclose(fdopen(fd, "r+"));
+    f = open_file();
+    say("same %d", f == fd);
+    say("ioctl %d", reg(f));
+    as_file("file", f);
+    close(f);
+    fd = open_umad();
+    syscall(SYS_close, fd);
+    f = open_file();
+    say("same %d", f == fd);
+    as_file("file", f);
+    close(f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -206,6 +283,10 @@ int main(int argc, char **argv)
         cancel();
     else if (!strcmp(argv[1], "cancel-register"))
         cancel_register();
+    else if (!strcmp(argv[1], "dups"))
+        dups();
+    else if (!strcmp(argv[1], "closes"))
+        closes();
     else
         return 2;
     return 0;

@@ -129,6 +129,8 @@ struct ufd {
     int refs;                 /* fds in the table, and calls running on it */
     int kind;                 /* FL_KIND_UMAD or FL_KIND_ISSM */
     uint32_t token;           /* the server's id of this connection */
+    dev_t dev;                /* the socket's identity (fstat at open): a slot whose fd */
+    ino_t ino;                /* is no longer this socket is stale */
     pthread_mutex_t lock;     /* the agents and already_used */
     pthread_mutex_t rlock;    /* the receive state (msg ...) */
     pthread_mutex_t wlock;    /* a long message's frames go out together */
@@ -146,7 +148,8 @@ extern FL_HIDDEN struct ufd *ufds[FD_LIMIT];
 extern FL_HIDDEN int ufd_count; /* slots in use: 0 lets every fd call pass at once */
 
 /* The umad or issm file behind `fd` with a reference the caller gives back with
- * ufd_put, or NULL (slots.c). */
+ * ufd_put, or NULL: a stale slot (its fd closed where the library did not see it, as
+ * fclose(fdopen()) does, the number perhaps reused) is dropped (slots.c). */
 FL_HIDDEN struct ufd *ufd_take(int fd);
 
 /* The umad or issm file behind `fd`, referenced, or NULL; O(1) and no system call for
