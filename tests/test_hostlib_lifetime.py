@@ -10,6 +10,7 @@ import errno
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -170,7 +171,7 @@ def test_a_thread_cancelled_in_a_registration_leaves_the_fd_usable(built, asan):
 @pytest.mark.parametrize("asan", [False, True], ids=["plain", "asan"])
 def test_dup_dup2_dup3_and_fcntl_share_the_umad_file(built, asan):
     """Each dup of a umad fd is the same file (the kernel's shared struct file): the
-    agents registered through one are the others' (ids go on 0, 1, 2, 3), a MAD goes out
+    agents registered through one are the others' (ids go on 0, 1, 2, 3, 4), a MAD goes out
     and its answer comes back through a dup after the first fd closed, and the
     connection lasts until the last of them closes.  A file dup2'ed onto a umad fd's
     number reads as the file and its ioctl is the kernel's ENOTTY."""
@@ -187,6 +188,7 @@ def test_dup_dup2_dup3_and_fcntl_share_the_umad_file(built, asan):
         "dupfd 1 1",
         "dup2 2",
         "dup3 3",
+        "dupfd64 1 4",
         "over 1",
         "file 5 hello",
         f"ioctl {enotty}",
@@ -222,3 +224,31 @@ def test_a_file_reusing_a_closed_umad_fds_number_is_the_file(built, asan):
         "same 1",
         "file 5 hello",
     ]
+
+
+_PYDUP = r"""
+import fcntl, os, struct
+fd = os.open("/dev/infiniband/umad0", os.O_RDWR)
+d = os.dup(fd)  # fcntl(F_DUPFD_CLOEXEC) in CPython
+os.close(fd)
+req = bytearray(struct.pack("<I16sBBB3sB", 0, bytes(16), 0, 0x81, 1, bytes(3), 0))
+print(fcntl.ioctl(d, 0xC01C1B01, req), struct.unpack_from("<I", req)[0])
+os.close(d)
+"""
+
+
+def test_a_python_programs_os_dup_is_the_umad_file(tree_free_stub):
+    """CPython's os.dup (fcntl with F_DUPFD_CLOEXEC, through fcntl64) gives an fd whose
+    umad ioctl is the library's, after the first fd closed."""
+    r = subprocess.run(
+        [sys.executable, "-c", _PYDUP], env=tree_free_stub.env(), capture_output=True,
+        text=True, timeout=DEADLINE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert (r.returncode, r.stdout, r.stderr) == (0, "0 0\n", "")
+
+
+@pytest.fixture
+def tree_free_stub():
+    stub = Stub(None, answer_smp)
+    yield stub
+    stub.close()

@@ -223,6 +223,8 @@ static void dups(void)
     say("dupfd %d %d", b >= 100, reg(b));
     say("dup2 %d", dup2(a, 50) == 50 ? reg(50) : -errno);
     say("dup3 %d", dup3(a, 51, O_CLOEXEC) == 51 ? reg(51) : -errno);
+    int c = fcntl64(a, F_DUPFD, 200); /* what fcntl is with _FILE_OFFSET_BITS=64 */
+    say("dupfd64 %d %d", c >= 200, reg(c));
     /* a file put on a umad fd's number is the file */
     int f = open_file();
     say("over %d", dup2(f, a) == a);
@@ -232,6 +234,7 @@ static void dups(void)
     close(a);
     close(50);
     close(b);
+    close(c);
     say("ask51 %zd", ask(51, 0));
     say("read51 %zd", get(51, NULL));
     close(51);
