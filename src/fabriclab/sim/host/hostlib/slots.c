@@ -10,7 +10,13 @@
  *
  * The table is read without a lock (a signal handler may read or write any fd): taking
  * a slot's file marks the slot busy while it adds its reference; emptying a slot waits
- * until the slot is not busy before letting go of the file's reference. */
+ * until the slot is not busy before letting go of the file's reference (a signal
+ * handler closing the very fd its thread was taking would wait for ever: none does).
+ *
+ * Left out: a dup numbered FD_LIMIT or more is a bare socket (open refuses such a
+ * number with EMFILE); a call still running when its fd closes goes on with the number,
+ * as the kernel goes on with the file, so a later system call of the same read (a long
+ * message's next piece) reaches whatever the number names by then. */
 #include "hostlib.h"
 
 #include <sys/syscall.h>
