@@ -32,6 +32,7 @@
  *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
+ *   slots.c   the fd table of umad and issm files: references, dup, close_range
  *   ioctl.c   agent registration (the umad ioctls)
  *   write.c   write: one MAD to the server
  *   read.c    read: one message from the server, held to the protocol's sizes
@@ -51,6 +52,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -127,12 +129,18 @@ FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra
  * (written into buf, PATH_MAX bytes), anything else unchanged. */
 FL_HIDDEN const char *sys_path(const char *path, char *buf);
 
-/* --- open umad and issm files (open.c) --------------------------------------------- */
+/* --- open umad and issm files (open.c, slots.c) ---------------------------------- */
 
-/* One open umad or issm file: the socket's state beyond what the kernel socket keeps. */
+/* One open umad or issm file: what the kernel keeps in the device's struct file
+ * (user_mad.c struct ib_umad_file) beyond what the socket keeps.  Shared by every fd
+ * dup'ed from the one opened, and held by every call using it: it lives until the last
+ * of them lets go (refs), as the kernel's struct file does (fs/file_table.c fput). */
 struct ufd {
+    int refs;                 /* fds in the table, and calls running on it */
     int kind;                 /* FL_KIND_UMAD or FL_KIND_ISSM */
     uint32_t token;           /* the server's id of this connection */
+    dev_t dev;                /* the socket's identity (fstat at open): a slot whose fd */
+    ino_t ino;                /* is no longer this socket is stale */
     pthread_mutex_t lock;     /* the agents and already_used */
     pthread_mutex_t rlock;    /* the receive state (msg ...) */
     pthread_mutex_t wlock;    /* a long message's frames go out together */
@@ -149,17 +157,64 @@ struct ufd {
 };
 
 extern FL_HIDDEN struct ufd *ufds[FD_LIMIT];
-extern FL_HIDDEN int ufd_count; /* how many are open: 0 lets every fd call pass at once */
+extern FL_HIDDEN int ufd_count; /* slots in use: 0 lets every fd call pass at once */
 
-/* The umad or issm file behind `fd`, or NULL (O(1), no lock). */
-static inline struct ufd *lookup(int fd)
+/* The umad or issm file behind `fd` with a reference the caller gives back with
+ * ufd_put, or NULL: a stale slot (its fd closed where the library did not see it, as
+ * fclose(fdopen()) does, the number perhaps reused) is dropped (slots.c). */
+FL_HIDDEN struct ufd *ufd_take(int fd);
+
+/* The umad or issm file behind `fd`, referenced, or NULL; O(1) and no system call for
+ * an fd that is none (every read and write of the process comes here first). */
+static inline struct ufd *ufd_get(int fd)
 {
     if (__builtin_expect(!__atomic_load_n(&ufd_count, __ATOMIC_RELAXED), 1))
         return NULL;
-    if ((unsigned)fd >= FD_LIMIT)
+    if ((unsigned)fd >= FD_LIMIT || !__atomic_load_n(&ufds[fd], __ATOMIC_RELAXED))
         return NULL;
-    return __atomic_load_n(&ufds[fd], __ATOMIC_ACQUIRE);
+    return ufd_take(fd);
 }
+
+/* Gives back a reference (NULL: none); the last frees the file (errno kept). */
+FL_HIDDEN void ufd_put(struct ufd *u);
+
+/* Whether `fd` is a umad file with a whole message pending (it reads at once). */
+FL_HIDDEN int ufd_pending(int fd);
+
+/* A new file of `kind` on socket `s` in s's slot: 0, or -1 with errno. */
+FL_HIDDEN int ufd_open(int s, int kind, uint32_t token);
+
+/* --- what a cancelled thread leaves behind ------------------------------------------
+ * A recv, poll, send, connect or close is a cancellation point (pthreads(7)), and
+ * OpenSM stops its receiver thread with pthread_cancel while it sits in read.  glibc
+ * cancels by unwinding the thread's stack (nptl: forced unwinding); built with
+ * -fexceptions, the library's cleanup variables (GCC's cleanup attribute) run then as
+ * they do when their block ends: a reference is given back, a lock unlocked. */
+#ifndef __EXCEPTIONS
+#error "build the host library with -fexceptions (hatch_build.py): see above"
+#endif
+
+static inline void ufd_release(struct ufd **u) { ufd_put(*u); }
+
+/* A variable holding a reference, given back when its block ends:
+ *   struct ufd *u HELD = ufd_get(fd); */
+#define HELD __attribute__((cleanup(ufd_release)))
+
+static inline void unlock_held(pthread_mutex_t **m)
+{
+    if (*m)
+        pthread_mutex_unlock(*m);
+}
+
+static inline pthread_mutex_t *lock_held(pthread_mutex_t *m)
+{
+    pthread_mutex_lock(m);
+    return m;
+}
+
+/* Locks `m` until UNLOCK() (or the end of the block); one per block. */
+#define LOCK(m) pthread_mutex_t *held_ __attribute__((cleanup(unlock_held))) = lock_held(m)
+#define UNLOCK() (pthread_mutex_unlock(held_), held_ = NULL)
 
 /* --- MAD classes (ioctl.c, write.c) ------------------------------------------------ */
 

@@ -24,6 +24,26 @@ static int reg_check(const struct umad_reg_req2 *r)
     return smi == (r->qpn == 0) ? 0 : EINVAL; /* SMI classes on QP0 only, GSI never */
 }
 
+/* A slot reserved while the server is told of it; a thread cancelled in that round
+ * trip (hello waits in poll, a cancellation point) gives the slot back as it unwinds,
+ * as the kernel's ioctl, which no signal interrupts half-way, never leaves it taken. */
+struct reservation {
+    struct ufd *u; /* NULL once the call has settled the slot itself */
+    int id;
+};
+
+static void unreserve(struct reservation *r)
+{
+    if (!r->u)
+        return;
+    pthread_mutex_lock(&r->u->lock);
+    r->u->agent[r->id].reserved = 0;
+    pthread_mutex_unlock(&r->u->lock);
+}
+
+#define RESERVED(u, id) struct reservation res_ __attribute__((cleanup(unreserve))) = {u, id}
+#define SETTLED() (res_.u = NULL)
+
 /* Registers agent `r` on `u`: a free slot (0..31), and for a class with methods the
  * server told on a connection of its own (OpenSM registers while its receiver thread
  * sits in read on this fd).  The slot is reserved under the lock and the server told
@@ -48,6 +68,7 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
     pthread_mutex_unlock(&u->lock);
     if (err)
         return errno = err, -1;
+    RESERVED(u, id);
     int tell = r->mgmt_class && (r->method_mask[0] || r->method_mask[1]);
     if (tell) {
         char text[FL_TEXT_MAX + 1];
@@ -62,6 +83,7 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
             NEXT(close)(s);
         }
     }
+    SETTLED();
     pthread_mutex_lock(&u->lock);
     if (!err) {
         u->agent[id].used = 1;
@@ -89,14 +111,12 @@ static int agent_unregister(struct ufd *u, uint32_t id)
     if (!known)
         return errno = EINVAL, -1;
     if (told) {
+        RESERVED(u, (int)id);
         char text[FL_TEXT_MAX + 1];
         uint32_t token = u->token;
         int s = hello(FL_KIND_UNREGISTER, id, &token, NULL, 0, 1, text);
         if (s >= 0)
             NEXT(close)(s);
-        pthread_mutex_lock(&u->lock);
-        u->agent[id].reserved = 0;
-        pthread_mutex_unlock(&u->lock);
     }
     return 0;
 }
@@ -154,7 +174,7 @@ int ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(ioctl)(fd, req, arg);
     return umad_ioctl(u, req, arg);

@@ -8,7 +8,7 @@ static int pending_in(struct pollfd *fds, nfds_t n)
 {
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u = lookup(fds[i].fd);
+        struct ufd *u HELD = ufd_get(fds[i].fd);
         k += u && ((__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE) &&
                     (fds[i].events & (POLLIN | POLLRDNORM))) ||
                    __atomic_load_n(&u->dead, __ATOMIC_ACQUIRE));
@@ -26,7 +26,7 @@ static int umad_revents(struct pollfd *fds, nfds_t n, int r)
         return r;
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u = lookup(fds[i].fd);
+        struct ufd *u HELD = ufd_get(fds[i].fd);
         if (u && u->kind == FL_KIND_UMAD) {
             if (__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE))
                 fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM);

@@ -150,7 +150,7 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
 {
     if (u->kind != FL_KIND_UMAD || count < UMAD_HDR_SIZE)
         return errno = EINVAL, -1;
-    pthread_mutex_lock(&u->rlock);
+    LOCK(&u->rlock);
     ssize_t r = -1;
     for (;;) {
         if (__atomic_load_n(&u->dead, __ATOMIC_ACQUIRE)) {
@@ -187,13 +187,13 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
         }
         break; /* EAGAIN, EINTR */
     }
-    pthread_mutex_unlock(&u->rlock);
+    UNLOCK();
     return r;
 }
 
 ssize_t read(int fd, void *buf, size_t count)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(read)(fd, buf, count);
     return umad_read(u, fd, buf, count);
@@ -203,7 +203,7 @@ ssize_t read(int fd, void *buf, size_t count)
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size);
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(__read_chk)(fd, buf, count, size);
     if (count > size)

@@ -77,20 +77,20 @@ static ssize_t umad_write(struct ufd *u, int fd, const uint8_t *buf, size_t coun
     size_t first = count > FL_FRAME_MAX ? FL_FRAME_MAX : count;
     struct iovec iov[2] = {{head, sizeof head},
                            {(void *)(buf + sizeof head), first - sizeof head}};
-    pthread_mutex_lock(&u->wlock);
+    LOCK(&u->wlock);
     int r = send_frame(u, fd, iov, 2);
     for (size_t at = first; !r && at < count; at += FL_FRAME_MAX) {
         size_t n = count - at < FL_FRAME_MAX ? count - at : FL_FRAME_MAX;
         struct iovec piece = {(void *)(buf + at), n};
         r = send_frame(u, fd, &piece, 1);
     }
-    pthread_mutex_unlock(&u->wlock);
+    UNLOCK();
     return r < 0 ? -1 : (ssize_t)count;
 }
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(write)(fd, buf, count);
     return umad_write(u, fd, buf, count);
