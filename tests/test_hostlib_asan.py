@@ -6,6 +6,7 @@ perfquery run through it against 'fabriclab up' with no report."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -180,3 +181,78 @@ def test_the_real_tools_and_opensm_run_clean_under_asan(
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(pytest.main([__file__, "-q"]))
+
+
+# One thread blocks reading a umad device; another closes it; then the server goes away
+# and the read wakes.  The kernel keeps an open file alive while a call is in it
+# (fdget in read(2), drivers/infiniband/core/user_mad.c's release only at the last
+# reference): the read ends, on freed memory never.
+_CLOSED_UNDER_A_READER = r"""
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int fd;
+static ssize_t got;
+static int err;
+
+static void *reader(void *arg)
+{
+    static char buf[64 + 256];
+    (void)arg;
+    got = read(fd, buf, sizeof buf);
+    err = errno;
+    return NULL;
+}
+
+int main(void)
+{
+    pthread_t t;
+    fd = open("/dev/infiniband/umad0", O_RDWR);
+    if (fd < 0) {
+        perror("open");
+        return 2;
+    }
+    pthread_create(&t, NULL, reader, NULL);
+    usleep(300000); /* the reader is in read() by now */
+    close(fd);
+    printf("closed\n");
+    fflush(stdout);
+    pthread_join(t, NULL);
+    printf("read %zd %s\n", got, got < 0 ? strerror(err) : "");
+    return 0;
+}
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 20, section 1, Lifetime: close() frees the per-fd state while another "
+    "thread is still in read() on it; the read, woken when the server goes away, unlocks "
+    "and frees memory already freed (ASan: heap-use-after-free)",
+)
+def test_a_device_closed_under_a_reader_then_the_server_gone(
+    real_tools, asan_library: AsanLibrary, tmp_path
+):
+    asan_library.clear()
+    probe = build_probe(_CLOSED_UNDER_A_READER, tmp_path / "closed_under_reader")
+    with fabric_up("lab", tmp_path / "lab") as f:
+        inst = f.instance()
+        env = asan_library.env(tools.host_env(inst, TRAY, base=f.env))
+        p = subprocess.Popen(
+            [str(probe)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline() == "closed\n"  # the probe's own sleep bounds this
+            os.kill(inst.pid, signal.SIGKILL)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    _clean(p.returncode, asan_library, "the probe")
+    assert p.returncode == 0 and out.startswith("read -1 "), (out, err)
