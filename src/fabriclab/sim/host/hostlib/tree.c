@@ -1,6 +1,13 @@
 /* fabriclab's host library: /sys/class/infiniband[_mad] as the tray's tree (where it
  * is, asked once), paths rewritten into it, and the path calls that only need the
- * rewrite (fopen, scandir, the stat family, access, chdir, readlink). */
+ * rewrite (fopen, scandir, the stat family, access, chdir, readlink).
+ *
+ * glibc 2.33 or later only: the stat family is looked up in libc and the __xstat shims
+ * call fstatat, which libc.so.6 exports from 2.33 on (before, stat and fstatat were
+ * wrappers of __xstat and __fxstatat in libc_nonshared.a and the headers: glibc 2.33's
+ * NEWS); an older glibc stops the build with an #error below.  A library built here
+ * loads only under a glibc at least as new as the one it was built against (its symbol
+ * versions), so at run time fstatat is always there. */
 #include "hostlib.h"
 
 #define NO_TREE "/proc/self/fabriclab-no-tree" /* where paths go when there is no tree */
@@ -94,7 +101,13 @@ PATH_CALL(ssize_t, readlinkat, (int dirfd, const char *path, char *out, size_t n
           path, out, n)
 
 /* glibc before 2.33 compiled stat() into calls of these (still exported for old
- * binaries); on x86-64 their struct is the kernel's, so they are stat() and friends. */
+ * binaries); on x86-64 their struct is the kernel's, so they are stat() and friends.
+ * They call fstatat, a function of libc.so.6 from glibc 2.33 on; with an older glibc's
+ * headers fstatat would be an inline call of __fxstatat, that is of the shim below,
+ * which would call itself. */
+#if defined(__GLIBC__) && (__GLIBC__ < 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ < 33))
+#error "fabriclab: the host library needs glibc 2.33 or later (stat and fstatat exported by libc.so.6)"
+#endif
 #define XSTAT(name, call, ...)                                                   \
     int name(int ver, __VA_ARGS__);                                            \
     int name(int ver, __VA_ARGS__)                                             \
