@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,43 @@ def _c(source: str, tmp_path: Path) -> Path:
 def test_uname_names_the_tray_as_gethostname_does(stub, tmp_path):
     prog = "import os, socket\nprint(os.uname().nodename, socket.gethostname())\n"
     assert _py(stub, prog, tmp_path) == [f"{TRAY} {TRAY}"]
+
+
+_PENDING = r"""
+import ctypes, errno, select, struct
+um = ctypes.CDLL("libibumad.so.3", use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.read.restype = ctypes.c_ssize_t
+assert um.umad_init() == 0
+fd = um.umad_open_port(b"mlx5_1", 1)
+sa = um.umad_register(fd, 0x03, 2, 1, None)
+buf = ctypes.create_string_buffer(64 + 256)
+mad = bytearray(256)
+mad[0:4] = bytes([1, 0x03, 2, 0x12])
+mad[8:16] = (0x42).to_bytes(8, "big")
+buf[64:320] = bytes(mad)
+um.umad_set_addr(buf, 1, 1, 0, 0x80010000)
+assert um.umad_send(fd, sa, buf, 256, 1000, 0) == 0
+assert select.select([fd], [], [], 10)[0] == [fd]
+# the first read takes the whole long message into the library: ENOSPC, then pending
+print("read", libc.read(fd, buf, 64 + 256), ctypes.get_errno() == errno.ENOSPC)
+print("select", select.select([fd], [], [], 2)[0] == [fd])
+ep = select.epoll()
+ep.register(fd, select.EPOLLIN)
+print("epoll", ep.poll(2) == [(fd, select.EPOLLIN)])
+p = select.poll()
+p.register(fd, select.POLLIN)
+print("poll", p.poll(2000) == [(fd, select.POLLIN)])
+"""
+
+
+def test_select_and_epoll_see_a_message_pending_in_the_library(tree, tmp_path):  # noqa: F811
+    stub = Stub(tree, answer_table)
+    try:
+        t0 = time.monotonic()
+        r = run([sys.executable, "-c", _PENDING], stub.env(), tmp_path)
+    finally:
+        stub.close()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["read -1 True", "select True", "epoll True", "poll True"]
+    assert time.monotonic() - t0 < 5  # each at once, not after its 2 s timeout
