@@ -2,6 +2,8 @@
  * and answered by a REPLY (fabriclab.ib.hostwire). */
 #include "hostlib.h"
 
+__thread uint32_t reply_value;
+
 /* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
  * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
  * `extra` in the same frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS
@@ -93,6 +95,7 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
         memcpy(text, reply + FL_REPLY_SIZE, len);
         text[len] = '\0';
         *token = r->token;
+        reply_value = r->value;
         if (!r->err)
             return s;
         err = r->err;

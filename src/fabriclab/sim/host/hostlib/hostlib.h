@@ -107,15 +107,37 @@ FL_HIDDEN int server_gone(void);
 /* --- connections to the server (hello.c) ------------------------------------------- */
 
 /* A connection of `kind` after HELLO and REPLY: the socket, or -1 with errno and what
- * went wrong in `text`. */
+ * went wrong in `text`.  The REPLY's value goes to reply_value (this thread's). */
 FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
                     int cloexec, char *text);
+extern FL_HIDDEN __thread uint32_t reply_value;
 
 /* --- the tray's tree (tree.c) ------------------------------------------------------ */
 
 /* Where `path` really is: in the tray's tree for /sys/class/infiniband[_mad][/...]
- * (written into buf, PATH_MAX bytes), anything else unchanged. */
+ * (written into buf, PATH_MAX bytes), anything else unchanged; _at: relative to dirfd. */
 FL_HIDDEN const char *sys_path(const char *path, char *buf);
+FL_HIDDEN const char *sys_path_at(int dirfd, const char *path, char *buf);
+
+/* The path a process sees for `real`, a path in the tray's tree: /sys/class/... (in
+ * buf, PATH_MAX bytes); anything else unchanged. */
+FL_HIDDEN const char *virtual_path(const char *real, char *buf);
+
+/* `path` made absolute against dirfd (or the working directory), ".", ".." and "//"
+ * resolved by name, into out (PATH_MAX bytes); 0, or -1. */
+FL_HIDDEN int lexical_path(int dirfd, const char *path, char *out);
+
+/* --- device nodes (devnode.c) ------------------------------------------------------ */
+
+/* Whether `path` is /dev/infiniband/umad<N> or issm<N> (open.c): its kind, N in *index;
+ * else 0. */
+FL_HIDDEN int dev_kind(const char *path, unsigned *index);
+
+/* stat, statx and access of a device node of the tray: 1 with the call's result in
+ * *ret (errno set when -1), or 0 when `path` is not one. */
+FL_HIDDEN int dev_node_stat(int dirfd, const char *path, struct stat *st, int *ret);
+FL_HIDDEN int dev_node_statx(int dirfd, const char *path, struct statx *st, int *ret);
+FL_HIDDEN int dev_node_access(int dirfd, const char *path, int mode, int *ret);
 
 /* --- open umad and issm files (open.c) --------------------------------------------- */
 
