@@ -117,6 +117,54 @@ def test_realpath_and_canonicalize_file_name_resolve_as_on_a_host(stub, tmp_path
     ]
 
 
+_DIRS = r"""
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+static void list(const char *what, DIR *d)
+{
+    printf("%s", what);
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            printf(" %s", e->d_name);
+    printf("\n");
+}
+int main(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    list("open", d);
+    rewinddir(d);
+    list("rewound", d);
+    closedir(d);
+    int fd = open("/sys/class/infiniband", O_RDONLY | O_DIRECTORY);
+    d = fdopendir(fd);
+    if (!d)
+        return 1;
+    list("fd", d);
+    rewinddir(d);
+    list("fdrewound", d);
+    closedir(d);
+    return 0;
+}
+"""
+
+
+def test_fdopendir_and_rewinddir_list_the_tree_in_sysfs_order(stub, tmp_path):
+    r = run([str(_c(_DIRS, tmp_path))], stub.env(), tmp_path)
+    assert r.returncode == 0, r.stderr
+    names = " ".join(KERNFS)
+    assert r.stdout.splitlines() == [f"{w} {names}" for w in ("open", "rewound", "fd", "fdrewound")]
+    prog = (
+        "import os\n"
+        "fd = os.open('/sys/class/infiniband', os.O_RDONLY | os.O_DIRECTORY)\n"
+        "print(*[e.name for e in os.scandir(fd)])\n"
+        "print(*os.listdir(fd))\n"
+    )
+    assert _py(stub, prog, tmp_path) == [names, names]
+
+
 _STAT = r"""
 #define _GNU_SOURCE
 #include <errno.h>
