@@ -1,7 +1,7 @@
 /* fabriclab's host library: /dev/infiniband/umad<N> and issm<N> as the kernel shows
- * them to stat and access (character devices), and realpath, which glibc resolves with
- * its own system calls, so a path of the tray's tree or a device node resolves as on a
- * host. */
+ * them to stat and access (character devices); getcwd in the tree, and realpath, which
+ * glibc resolves with its own system calls, so a path of the tray's tree or a device
+ * node resolves as on a host. */
 #include "hostlib.h"
 
 #include <sys/sysmacros.h>
@@ -104,6 +104,41 @@ int dev_node_access(int dirfd, const char *path, int mode, int *ret)
     if (kind > 0 && (mode & X_OK))
         errno = EACCES;
     return 1;
+}
+
+/* --- getcwd and realpath: a directory of the tree shows as /sys/class/... ---------- */
+
+/* getcwd in the tree (after chdir("/sys/class/infiniband")): the path the process
+ * went to, not the tree's own. */
+char *getcwd(char *buf, size_t size)
+{
+    char *r = NEXT(getcwd)(buf, size);
+    char v[PATH_MAX];
+    const char *p = r ? virtual_path(r, v) : r;
+    if (p == r)
+        return r;
+    size_t n = strlen(p) + 1;
+    if (!buf) { /* glibc allocated it: size bytes, or as many as needed when 0 */
+        free(r);
+        if (size && n > size)
+            return errno = ERANGE, NULL;
+        return strdup(p);
+    }
+    if (n > size)
+        return errno = ERANGE, NULL;
+    return memcpy(buf, p, n);
+}
+
+/* get_current_dir_name: glibc's calls its own getcwd. */
+char *get_current_dir_name(void)
+{
+    char *r = NEXT(get_current_dir_name)();
+    char v[PATH_MAX];
+    const char *p = r ? virtual_path(r, v) : r;
+    if (p == r)
+        return r;
+    free(r);
+    return strdup(p);
 }
 
 /* --- realpath: glibc's resolves with system calls of its own ------------------------ */

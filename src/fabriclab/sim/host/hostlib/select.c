@@ -25,9 +25,9 @@ static int pending_in(int n, fd_set *in)
     return k;
 }
 
-/* After a zero-timeout select `r` on copies: the pending files added to `in`; the
+/* After a zero-timeout select `r`: the pending files of `want` added to `in`; the
  * count, as select counts (each bit set). */
-static int with_pending(int n, fd_set *in, fd_set *out, fd_set *ex, const fd_set *want, int r)
+static int with_pending(int n, fd_set *in, const fd_set *want, int r)
 {
     if (r < 0)
         return r;
@@ -36,8 +36,6 @@ static int with_pending(int n, fd_set *in, fd_set *out, fd_set *ex, const fd_set
             FD_SET(fd, in);
             r++;
         }
-    (void)out;
-    (void)ex;
     return r;
 }
 
@@ -47,7 +45,7 @@ int select(int n, fd_set *in, fd_set *out, fd_set *ex, struct timeval *t)
         return NEXT(select)(n, in, out, ex, t);
     fd_set want = *in;
     struct timeval zero = {0, 0};
-    return with_pending(n, in, out, ex, &want, NEXT(select)(n, in, out, ex, &zero));
+    return with_pending(n, in, &want, NEXT(select)(n, in, out, ex, &zero));
 }
 
 int pselect(int n, fd_set *in, fd_set *out, fd_set *ex, const struct timespec *t,
@@ -57,7 +55,7 @@ int pselect(int n, fd_set *in, fd_set *out, fd_set *ex, const struct timespec *t
         return NEXT(pselect)(n, in, out, ex, t, mask);
     fd_set want = *in;
     static const struct timespec zero;
-    return with_pending(n, in, out, ex, &want, NEXT(pselect)(n, in, out, ex, &zero, mask));
+    return with_pending(n, in, &want, NEXT(pselect)(n, in, out, ex, &zero, mask));
 }
 
 /* --- epoll: which umad files each epoll set watches, for reading -------------------- */
@@ -77,6 +75,11 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     if (r < 0 || (!lookup(fd) && !__atomic_load_n(&watch_count, __ATOMIC_ACQUIRE)))
         return r;
     pthread_mutex_lock(&watch_lock);
+    for (int j = 0; j < watch_count;) /* closed files leave the kernel's sets: ours too */
+        if (lookup(watches[j].fd))
+            j++;
+        else
+            watches[j] = watches[--watch_count];
     int i = 0;
     while (i < watch_count && (watches[i].epfd != epfd || watches[i].fd != fd))
         i++;
