@@ -5,12 +5,16 @@
  * the process see the tray's HCAs as a host does:
  *
  * - /sys/class/infiniband and /sys/class/infiniband_mad are the tray's tree, written by
- *   the fabric server (sim/host/sysfs.py) under a root it names once per process (TREE).
- * - gethostname() is the tray's name.
+ *   the fabric server (sim/host/sysfs.py) under a root it names (TREE), asked again
+ *   while the process uses it so the server keeps it fresh.  Paths reach it however
+ *   written: absolute, relative to the working directory or a directory fd, with
+ *   "//", "." or ".."; getcwd and realpath in it show /sys/class/....
+ * - gethostname() and uname().nodename are the tray's name.
  * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server carrying
- *   ib_user_mad frames, with the kernel's ioctl, read, write and poll semantics
- *   (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N> is a
- *   connection held open.
+ *   ib_user_mad frames, with the kernel's ioctl, read, write, poll, select and epoll
+ *   semantics (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N>
+ *   is a connection held open.  stat and access see both as the kernel's character
+ *   devices.
  *
  * The protocol is fabriclab.ib.hostwire (hostwire.h).  Environment: FABRICLAB_SOCKNAME
  * (the fabric server's name; unset: everything passes through untouched),
@@ -22,20 +26,33 @@
  * first path or file that may be ours, and libc's functions are looked up lazily.
  *
  * Which calls are wrapped follows what libibumad 44 and 56, the infiniband-diags tools,
- * OpenSM's vendor layer, dash and cat call (read off libibumad's sysfs.c and umad.c).
+ * OpenSM's vendor layer, dash, cat, Python's os module and hwloc's lstopo call (read
+ * off libibumad's sysfs.c and umad.c, and traced with strace -f: the table is in
+ * docs/host-library.md).  Left out, as no traced program needs it: fstat of an open
+ * umad fd (a socket: glibc's fstat reaches the kernel through its own fstatat);
+ * listing /dev/infiniband (libibumad names devices from sysfs); a `device` link from an
+ * HCA to a PCI function (none exists behind an emulated HCA, so lstopo shows no
+ * OpenFabrics objects); syscall(2), openat2 and io_uring made directly; a relative path
+ * climbing out of the tree from a working directory in it (it climbs the state
+ * directory, where a host climbs /sys).  Programs that make their system calls
+ * themselves (Go's node_exporter, static binaries) never see the preload: they read a
+ * tree written by `fabriclab sysfs` or run under `fabriclab exec --mount`.
  *
  * The files, one job each:
  *   libc.c    libc's own functions, looked up on first use (NEXT)
  *   config.c  the environment (which server, where, whose; which tray), messages said
- *             once, gethostname
+ *             once, gethostname and uname
  *   hello.c   a connection to the server: HELLO and its REPLY
- *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
+ *   tree.c    /sys/class/infiniband: the tray's tree (kept fresh), path rewriting, the
+ *             stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
+ *   devnode.c /dev/infiniband/umad<N> and issm<N> to stat and access; getcwd, realpath
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
  *   ioctl.c   agent registration (the umad ioctls)
  *   write.c   write: one MAD to the server
  *   read.c    read: one message from the server
  *   poll.c    poll: a pending message reads at once
+ *   select.c  select, pselect and epoll: the same
  *
  * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
  * library exports only the calls it wraps. */
