@@ -54,6 +54,7 @@ def test_paths_written_another_way_reach_the_tree(stub, tmp_path):
         "    print(p, *os.listdir(p))\n"
         "os.chdir('/sys')\n"
         "print('rel', *os.listdir('class/infiniband'))\n"
+        "print('up', os.path.samefile('/sys/class/infiniband/../../block', '/sys/block'))\n"
         "print('relread', open('class/infiniband/mlx5_2/ports/1/rate').read().strip())\n"
         "print('relstat', os.path.isdir('./class/infiniband_mad/umad3'))\n"
         "d = os.open('/sys', os.O_RDONLY | os.O_DIRECTORY)\n"
@@ -68,6 +69,7 @@ def test_paths_written_another_way_reach_the_tree(stub, tmp_path):
         assert line.split(" ", 1)[1] == " ".join(KERNFS), got
     assert got[4:] == [
         "rel " + " ".join(KERNFS),
+        "up True",
         "relread 400 Gb/sec (4X NDR)",
         "relstat True",
         "dirfd 1: CA",

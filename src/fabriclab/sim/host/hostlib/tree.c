@@ -165,8 +165,13 @@ const char *sys_path_at(int dirfd, const char *path, char *buf)
         return path;
     const char *rest = path[0] == '/' && path[1] == 's' ? in_class(path) : NULL;
     char norm[PATH_MAX];
-    if (!rest && may_name_tree(path) && active() && !lexical_path(dirfd, path, norm))
+    if (rest && strstr(rest, "/..") && active() && !lexical_path(AT_FDCWD, path, norm)) {
+        rest = in_class(norm); /* "/sys/class/infiniband/../../block": out of the tree */
+        if (!rest)
+            return strcpy(buf, norm);
+    } else if (!rest && may_name_tree(path) && active() && !lexical_path(dirfd, path, norm)) {
         rest = in_class(norm);
+    }
     if (!rest || !active())
         return path;
     const char *root = tree_use();
