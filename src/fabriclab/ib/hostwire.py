@@ -26,7 +26,8 @@ connection is:
 - ``ISSM``: ``/dev/infiniband/issm<index>`` held open: the port's PortInfo IsSM
   capability is set while the connection lives.  REPLY ``err`` EBUSY: another holds it.
 - ``TREE``: where the tray's /sys tree is (REPLY ``text``: the directory holding
-  ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker.
+  ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker and kept
+  fresh for REPLY ``value`` ms after (0: unsaid); the library asks again within that.
 - ``REGISTER``: an agent of the UMAD connection ``token`` registered with a method mask,
   so requests of its class, version (and OUI) and methods reach it; the HELLO is
   followed by the ``ib_user_mad_reg_req2`` (:data:`.umad.REG_REQ2`, ``id`` = the agent).

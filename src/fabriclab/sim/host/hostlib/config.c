@@ -1,7 +1,9 @@
 /* fabriclab's host library: configuration from the environment (which fabric server,
  * where its socket is, whose it must be, which tray), the messages said once when the
- * server fails us, and gethostname (the tray's name). */
+ * server fails us, and gethostname and uname (the tray's name). */
 #include "hostlib.h"
+
+#include <sys/utsname.h>
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 const char *server_name;
@@ -124,4 +126,14 @@ int gethostname(char *name, size_t len)
         return errno = ENAMETOOLONG, -1;
     memcpy(name, tray_name, n);
     return 0;
+}
+
+/* uname: the node name is the tray's, as gethostname says (the kernel's utsname
+ * nodename is what gethostname returns: glibc's gethostname calls uname). */
+int uname(struct utsname *u)
+{
+    int r = NEXT(uname)(u);
+    if (r == 0 && active() && *tray_name)
+        snprintf(u->nodename, sizeof u->nodename, "%s", tray_name);
+    return r;
 }

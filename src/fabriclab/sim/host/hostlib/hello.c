@@ -76,6 +76,8 @@ static ssize_t reply_in_time(int s, unsigned char *reply)
     }
 }
 
+__thread uint32_t reply_value;
+
 /* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
  * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
  * `extra` in the same frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS
@@ -187,6 +189,7 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
             if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
                 text[i] = ' ';
         *token = r->token;
+        reply_value = r->value;
         if (!r->err)
             return s;
         err = r->err;

@@ -5,12 +5,16 @@
  * the process see the tray's HCAs as a host does:
  *
  * - /sys/class/infiniband and /sys/class/infiniband_mad are the tray's tree, written by
- *   the fabric server (sim/host/sysfs.py) under a root it names once per process (TREE).
- * - gethostname() is the tray's name.
+ *   the fabric server (sim/host/sysfs.py) under a root it names (TREE), asked again
+ *   while the process uses it so the server keeps it fresh.  Paths reach it however
+ *   written: absolute, relative to the working directory or a directory fd, with
+ *   "//", "." or ".."; getcwd and realpath in it show /sys/class/....
+ * - gethostname() and uname().nodename are the tray's name.
  * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server carrying
- *   ib_user_mad frames, with the kernel's ioctl, read, write and poll semantics
- *   (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N> is a
- *   connection held open.
+ *   ib_user_mad frames, with the kernel's ioctl, read, write, poll, select and epoll
+ *   semantics (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N>
+ *   is a connection held open.  stat and access see both as the kernel's character
+ *   devices.
  *
  * The protocol is fabriclab.ib.hostwire (hostwire.h).  Environment: FABRICLAB_SOCKNAME
  * (the fabric server's name; unset: everything passes through untouched),
@@ -22,21 +26,34 @@
  * first path or file that may be ours, and libc's functions are looked up lazily.
  *
  * Which calls are wrapped follows what libibumad 44 and 56, the infiniband-diags tools,
- * OpenSM's vendor layer, dash and cat call (read off libibumad's sysfs.c and umad.c).
+ * OpenSM's vendor layer, dash, cat, Python's os module and hwloc's lstopo call (read
+ * off libibumad's sysfs.c and umad.c, and traced with strace -f: the table is in
+ * docs/host-library.md).  Left out, as no traced program needs it: fstat of an open
+ * umad fd (a socket: glibc's fstat reaches the kernel through its own fstatat);
+ * listing /dev/infiniband (libibumad names devices from sysfs); a `device` link from an
+ * HCA to a PCI function (none exists behind an emulated HCA, so lstopo shows no
+ * OpenFabrics objects); syscall(2), openat2 and io_uring made directly; a relative path
+ * climbing out of the tree from a working directory in it (it climbs the state
+ * directory, where a host climbs /sys).  Programs that make their system calls
+ * themselves (Go's node_exporter, static binaries) never see the preload: they read a
+ * tree written by `fabriclab sysfs` or run under `fabriclab exec --mount`.
  *
  * The files, one job each:
  *   libc.c    libc's own functions, looked up on first use (NEXT)
  *   config.c  the environment (which server, where, whose; which tray), messages said
- *             once, gethostname
+ *             once, gethostname and uname
  *   hello.c   a connection to the server: HELLO and its REPLY, each within WAIT_MS
- *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
+ *   tree.c    /sys/class/infiniband: the tray's tree (kept fresh), path rewriting, the
+ *             stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
+ *   devnode.c /dev/infiniband/umad<N> and issm<N> to stat and access; getcwd, realpath
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
  *   slots.c   the fd table of umad and issm files: references, dup, close_range
  *   ioctl.c   agent registration (the umad ioctls)
  *   write.c   write: one MAD to the server
  *   read.c    read: one message from the server, held to the protocol's sizes
  *   poll.c    poll: a pending message reads at once, a failed device is POLLERR
+ *   select.c  select, pselect and epoll: a pending message reads at once
  *
  * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
  * library exports only the calls it wraps. */
@@ -119,15 +136,37 @@ FL_HIDDEN int server_gone(struct ufd *u, int fd);
 /* --- connections to the server (hello.c) ------------------------------------------- */
 
 /* A connection of `kind` after HELLO and REPLY: the socket, or -1 with errno and what
- * went wrong in `text`. */
+ * went wrong in `text`.  The REPLY's value goes to reply_value (this thread's). */
 FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
                     int cloexec, char *text);
+extern FL_HIDDEN __thread uint32_t reply_value;
 
 /* --- the tray's tree (tree.c) ------------------------------------------------------ */
 
 /* Where `path` really is: in the tray's tree for /sys/class/infiniband[_mad][/...]
- * (written into buf, PATH_MAX bytes), anything else unchanged. */
+ * (written into buf, PATH_MAX bytes), anything else unchanged; _at: relative to dirfd. */
 FL_HIDDEN const char *sys_path(const char *path, char *buf);
+FL_HIDDEN const char *sys_path_at(int dirfd, const char *path, char *buf);
+
+/* The path a process sees for `real`, a path in the tray's tree: /sys/class/... (in
+ * buf, PATH_MAX bytes); anything else unchanged. */
+FL_HIDDEN const char *virtual_path(const char *real, char *buf);
+
+/* `path` made absolute against dirfd (or the working directory), ".", ".." and "//"
+ * resolved by name, into out (PATH_MAX bytes); 0, or -1. */
+FL_HIDDEN int lexical_path(int dirfd, const char *path, char *out);
+
+/* --- device nodes (devnode.c) ------------------------------------------------------ */
+
+/* Whether `path` is /dev/infiniband/umad<N> or issm<N> (open.c): its kind, N in *index;
+ * else 0. */
+FL_HIDDEN int dev_kind(const char *path, unsigned *index);
+
+/* stat, statx and access of a device node of the tray: 1 with the call's result in
+ * *ret (errno set when -1), or 0 when `path` is not one. */
+FL_HIDDEN int dev_node_stat(int dirfd, const char *path, struct stat *st, int *ret);
+FL_HIDDEN int dev_node_statx(int dirfd, const char *path, struct statx *st, int *ret);
+FL_HIDDEN int dev_node_access(int dirfd, const char *path, int mode, int *ret);
 
 /* --- open umad and issm files (open.c, slots.c) ---------------------------------- */
 

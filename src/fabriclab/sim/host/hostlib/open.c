@@ -6,11 +6,19 @@
 
 #define ISSM_RETRY_NS 200000000L /* a blocking issm open retries this often */
 
-/* Whether `path` is /dev/infiniband/umad<N> or issm<N>: its kind, N in *index; else 0. */
-static int dev_kind(const char *path, unsigned *index)
+/* Whether `path` is /dev/infiniband/umad<N> or issm<N>: its kind, N in *index; else 0.
+ * A path written another way ("//dev", "/dev/./infiniband", "infiniband/umad0" from
+ * /dev) is resolved by name first. */
+int dev_kind(const char *path, unsigned *index)
 {
     static const char dev[] = "/dev/infiniband/";
-    if (!path || path[0] != '/' || path[1] != 'd' || strncmp(path, dev, sizeof dev - 1))
+    if (!path)
+        return 0;
+    char norm[PATH_MAX];
+    if ((path[0] != '/' || strstr(path, "//") || strstr(path, "/.")) &&
+        strstr(path, "infiniband/") && active() && !lexical_path(AT_FDCWD, path, norm))
+        path = norm;
+    if (path[0] != '/' || path[1] != 'd' || strncmp(path, dev, sizeof dev - 1))
         return 0;
     const char *name = path + sizeof dev - 1;
     int kind = !strncmp(name, "umad", 4) ? FL_KIND_UMAD
@@ -100,14 +108,14 @@ int openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     MODE_ARG(flags, mode);
-    OPEN_BODY(openat, dirfd, sys_path(path, buf), flags, mode);
+    OPEN_BODY(openat, dirfd, sys_path_at(dirfd, path, buf), flags, mode);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     MODE_ARG(flags, mode);
-    OPEN_BODY(openat64, dirfd, sys_path(path, buf), flags, mode);
+    OPEN_BODY(openat64, dirfd, sys_path_at(dirfd, path, buf), flags, mode);
 }
 
 /* The fortified entry points (glibc io/open_2.c and friends): open without a mode. */
@@ -123,9 +131,9 @@ int __open64_2(const char *path, int flags)
 }
 int __openat_2(int dirfd, const char *path, int flags)
 {
-    OPEN_BODY(__openat_2, dirfd, sys_path(path, buf), flags);
+    OPEN_BODY(__openat_2, dirfd, sys_path_at(dirfd, path, buf), flags);
 }
 int __openat64_2(int dirfd, const char *path, int flags)
 {
-    OPEN_BODY(__openat64_2, dirfd, sys_path(path, buf), flags);
+    OPEN_BODY(__openat64_2, dirfd, sys_path_at(dirfd, path, buf), flags);
 }
