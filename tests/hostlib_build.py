@@ -80,39 +80,42 @@ def runtime(name: str) -> str:
     return path
 
 
+# ASan checks the buffer of a write (from libibumad's umad_send) or of a sendmsg (the
+# library's, intercept_send=0) after the call has returned
+# (sanitizer_common_interceptors.inc), and by then OpenSM's receiver thread may have
+# freed the request, its answer already in: OpenSM files a request before it sends it
+# (libvendor/osm_vendor_ibumad.c: put_madw before umad_send).  The bytes were copied
+# inside the call, as the kernel's write copies them; the library's own reads of the
+# buffer are instrumented and still checked.
+SUPPRESSIONS = "interceptor_via_fun:umad_send\n"
+
+
 @dataclass
 class AsanLibrary:
     """The ASan build and where its reports go."""
 
     path: Path
     reports: Path  # each process's report file: asan.<pid> or ubsan.<pid>
+    suppressions: Path  # SUPPRESSIONS, as a file
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """``base`` (a tool's environment through the plain library) made to run the ASan
-        build in place of the plain one, first in LD_PRELOAD as the plain one is, then
-        libasan (a program not built with ASan loads the runtime through LD_PRELOAD;
-        verify_asan_link_order=0 lets it come second).  The library first: a tool's
-        write on a umad fd reaches the library's write before ASan's interceptor, which
-        looks at a write's buffer only after the call has returned (see below)."""
+        build: libasan first in LD_PRELOAD (a program not built with ASan must load the
+        runtime before anything else), then this library in place of the plain one."""
         env = dict(base)
-        env["LD_PRELOAD"] = f"{self.path} {runtime('libasan.so')}"
+        env["LD_PRELOAD"] = f"{runtime('libasan.so')} {self.path}"
         # the sanitizers' runtime flags (compiler-rt's sanitizer_flags.inc, asan_flags.inc):
         # the first error aborts (a signal the test sees) and is written to a file per
         # process; no leak check, as the tools themselves are not built for it and leave
-        # their memory to exit.  intercept_send=0: ASan checks a sendmsg's buffers after
-        # the call has returned (sanitizer_common_interceptors.inc), and OpenSM's receiver
-        # thread may have freed a request by then, its answer already in (OpenSM's
-        # libvendor/osm_vendor_ibumad.c: osm_vendor_send files the request with put_madw
-        # before umad_send): the bytes were copied inside the call, as
-        # the kernel's write copies them, so that report would be about ASan's late look;
-        # the same holds for write, whence the library's place before the runtime
+        # their memory to exit; and no look at a write's or sendmsg's buffer after the
+        # call has returned (SUPPRESSIONS)
         env["ASAN_OPTIONS"] = ":".join(
             [
                 "abort_on_error=1",
                 "halt_on_error=1",
                 "detect_leaks=0",
                 "intercept_send=0",
-                "verify_asan_link_order=0",
+                f"suppressions={self.suppressions}",
                 f"log_path={self.reports}/asan",
             ]
         )
@@ -143,5 +146,7 @@ def asan_build(tmp_path_factory) -> AsanLibrary:
         reports = where / "reports"
         reports.mkdir()
         lib = build_library(where / "libfabriclab-umad-asan.so", sanitize=True)
-        _built.append(AsanLibrary(lib, reports))
+        suppressions = where / "asan.supp"
+        suppressions.write_text(SUPPRESSIONS)
+        _built.append(AsanLibrary(lib, reports, suppressions))
     return _built[0]
