@@ -261,7 +261,7 @@ def test_an_issm_connection_over_tcp_holds_the_ports_sm_bit(fabric):
 
 def _entry(kind: int, path: str, data: bytes = b"") -> bytes:
     p = path.encode()
-    return hostwire.TREE_ENTRY.pack(kind, 0, len(p), len(data)) + p + data
+    return hostwire.ENTRY.pack(kind, 0, len(p), len(data)) + p + data
 
 
 def test_an_archive_packs_a_directory_and_reads_back(tmp_path):
@@ -271,13 +271,13 @@ def test_an_archive_packs_a_directory_and_reads_back(tmp_path):
     os.symlink("../../devices/pci0/mlx5_0", tmp_path / "class/infiniband/mlx5_0")
     entries = treearchive.unpack(treearchive.pack(tmp_path))
     assert [(e.kind, e.path) for e in entries] == [
-        (hostwire.TREE_DIR, "class"),
-        (hostwire.TREE_DIR, "class/infiniband"),
-        (hostwire.TREE_LINK, "class/infiniband/mlx5_0"),
-        (hostwire.TREE_DIR, "devices"),
-        (hostwire.TREE_DIR, "devices/pci0"),
-        (hostwire.TREE_DIR, "devices/pci0/mlx5_0"),
-        (hostwire.TREE_FILE, "devices/pci0/mlx5_0/node_guid"),
+        (hostwire.ENTRY_DIR, "class"),
+        (hostwire.ENTRY_DIR, "class/infiniband"),
+        (hostwire.ENTRY_SYMLINK, "class/infiniband/mlx5_0"),
+        (hostwire.ENTRY_DIR, "devices"),
+        (hostwire.ENTRY_DIR, "devices/pci0"),
+        (hostwire.ENTRY_DIR, "devices/pci0/mlx5_0"),
+        (hostwire.ENTRY_FILE, "devices/pci0/mlx5_0/node_guid"),
     ]
     assert entries[2].data == b"../../devices/pci0/mlx5_0"
     with pytest.raises(treearchive.TreeError, match="larger than 100 bytes"):
@@ -299,7 +299,7 @@ def test_an_archive_packs_a_directory_and_reads_back(tmp_path):
         (_entry(1, "d", b"x"), "with data"),
         (_entry(2, "f", b"abc")[:-1], "run past the archive"),
         (b"\2\0\1", "truncated entry header"),
-        (hostwire.TREE_ENTRY.pack(2, 0, 2000, 0) + b"x" * 2000, "run past"),
+        (hostwire.ENTRY.pack(2, 0, 2000, 0) + b"x" * 2000, "run past"),
     ],
 )
 def test_an_archive_that_breaks_a_rule_is_refused(data, why):
@@ -315,7 +315,7 @@ def test_the_token_file_is_the_owners_alone_and_fresh_each_time(tmp_path, monkey
     monkeypatch.setenv("FABRICLAB_STATE_DIR", str(tmp_path))
     path = tmp_path / "f.token"
     a = make_token(path)
-    assert len(a) == hostwire.TOKEN_HEX and int(a, 16) >= 0
+    assert len(a) == hostwire.TOKEN_SIZE and int(a, 16) >= 0
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == a + "\n"
     assert make_token(path) != a
 

@@ -1,9 +1,9 @@
 """A tray's /sys tree as the host protocol sends it over TCP (:mod:`.hostwire`): packed
 from the directory the server would name on its unix socket, and read back checked.
 
-An archive is a sequence of entries, each :data:`.hostwire.TREE_ENTRY` (type, 0, the
+An archive is a sequence of entries, each :data:`.hostwire.ENTRY` (type, 0, the
 path's length, the data's length), the path (relative, '/'-separated, no '.' or '..'
-component, no NUL, at most TREE_PATH_MAX bytes) and the data (a file's content, a
+component, no NUL, at most ENTRY_PATH_MAX bytes) and the data (a file's content, a
 symlink's target, nothing for a directory); a directory comes before what it holds.
 """
 
@@ -37,9 +37,9 @@ def pack(root: Path, limit: int = hw.TREE_MAX) -> bytes:
 
     def put(kind: int, rel: str, data: bytes) -> None:
         path = rel.encode()
-        if len(path) > hw.TREE_PATH_MAX:
-            raise TreeError(f"{rel}: a path longer than {hw.TREE_PATH_MAX} bytes")
-        out.extend(hw.TREE_ENTRY.pack(kind, 0, len(path), len(data)))
+        if len(path) > hw.ENTRY_PATH_MAX:
+            raise TreeError(f"{rel}: a path longer than {hw.ENTRY_PATH_MAX} bytes")
+        out.extend(hw.ENTRY.pack(kind, 0, len(path), len(data)))
         out.extend(path)
         out.extend(data)
         if len(out) > limit:
@@ -51,13 +51,13 @@ def pack(root: Path, limit: int = hw.TREE_MAX) -> bytes:
         for e in items:
             sub = f"{rel}/{e.name}" if rel else e.name
             if e.is_symlink():
-                put(hw.TREE_LINK, sub, os.readlink(e.path).encode())
+                put(hw.ENTRY_SYMLINK, sub, os.readlink(e.path).encode())
             elif e.is_dir():
-                put(hw.TREE_DIR, sub, b"")
+                put(hw.ENTRY_DIR, sub, b"")
                 walk(Path(e.path), sub)
             elif e.is_file():
                 with open(e.path, "rb") as f:
-                    put(hw.TREE_FILE, sub, f.read(limit + 1))
+                    put(hw.ENTRY_FILE, sub, f.read(limit + 1))
 
     walk(root, "")
     return bytes(out)
@@ -80,13 +80,13 @@ def unpack(data: bytes, limit: int = hw.TREE_MAX) -> list[Entry]:
     dirs = {""}
     at = 0
     while at < len(data):
-        if len(data) - at < hw.TREE_ENTRY.size:
+        if len(data) - at < hw.ENTRY.size:
             raise TreeError(f"a truncated entry header at byte {at}")
-        kind, zero, plen, dlen = hw.TREE_ENTRY.unpack_from(data, at)
-        at += hw.TREE_ENTRY.size
-        if kind not in (hw.TREE_DIR, hw.TREE_FILE, hw.TREE_LINK) or zero:
-            raise TreeError(f"entry type {kind}/{zero} at byte {at - hw.TREE_ENTRY.size}")
-        if plen > hw.TREE_PATH_MAX or at + plen + dlen > len(data):
+        kind, zero, plen, dlen = hw.ENTRY.unpack_from(data, at)
+        at += hw.ENTRY.size
+        if kind not in (hw.ENTRY_DIR, hw.ENTRY_FILE, hw.ENTRY_SYMLINK) or zero:
+            raise TreeError(f"entry type {kind}/{zero} at byte {at - hw.ENTRY.size}")
+        if plen > hw.ENTRY_PATH_MAX or at + plen + dlen > len(data):
             raise TreeError(f"an entry's lengths ({plen}, {dlen}) run past the archive")
         try:
             path = data[at : at + plen].decode()
@@ -98,11 +98,11 @@ def unpack(data: bytes, limit: int = hw.TREE_MAX) -> list[Entry]:
         parent = posixpath.dirname(path)
         if parent not in dirs:
             raise TreeError(f"{path!r} comes before its directory")
-        if kind == hw.TREE_DIR:
+        if kind == hw.ENTRY_DIR:
             if dlen:
                 raise TreeError(f"directory {path!r} with data")
             dirs.add(path)
-        elif kind == hw.TREE_LINK:
+        elif kind == hw.ENTRY_SYMLINK:
             target = body.decode(errors="replace")
             inside = posixpath.normpath(posixpath.join(parent, target))
             out_of = inside == ".." or inside.startswith("../")

@@ -34,7 +34,7 @@ from .hostgate import Peer, Pending
 from .hostlink import HostLink
 from .umadsock import UmadSocket
 
-_LEN = hostwire.FRAME_LEN
+_LEN = hostwire.LENGTH
 _SEND_WAIT = 2.0  # seconds a tool may take to make room for the rest of a packet or tree
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 LOOPBACK: tuple[Network, ...] = (
@@ -370,7 +370,7 @@ def token_path(state: Path, name: str) -> Path:
 
 def make_token(path: Path) -> str:
     """A fresh token (secrets.token_hex(32)), written to ``path`` 0600."""
-    token = secrets.token_hex(hostwire.TOKEN_HEX // 2)
+    token = secrets.token_hex(hostwire.TOKEN_SIZE // 2)
     path.unlink(missing_ok=True)
     fd = open_state_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
