@@ -25,7 +25,7 @@ class TreeError(ValueError):
 class Entry:
     """One entry of an archive."""
 
-    kind: int  # TREE_DIR, TREE_FILE or TREE_LINK
+    kind: int  # ENTRY_DIR, ENTRY_FILE or ENTRY_SYMLINK
     path: str
     data: bytes = b""
 
