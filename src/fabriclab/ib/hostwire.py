@@ -58,3 +58,17 @@ TEXT_MAX = 4096 - REPLY.size
 FRAME_MAX = 65536  # bytes of one frame: a longer message is sent in pieces
 MORE = 0x80000000  # in a first frame's header status: pieces follow
 SOCKET_KIND = "host"  # the listening socket is the file <name>.host
+
+# --- over TCP (FABRICLAB_HOST_ADDR; the library's remote.c) ---------------------------
+# Each packet above goes on the stream as a 4-byte little-endian length N, 1 <= N <=
+# FRAME_MAX, then its N bytes.  A connection starts with AUTH (the token's TOKEN_SIZE
+# ASCII hex characters) then the HELLO.  TREE's REPLY has value = the archive's size
+# (<= TREE_MAX) and empty text; the archive follows in packets: entries, each ENTRY
+# (type, 0, path length, data length) then the path (relative, no '.' or '..', at most
+# ENTRY_PATH_MAX bytes) and the data (a file's content, a symlink's target).
+LENGTH = struct.Struct("<I")  # a packet's length on the stream
+TOKEN_SIZE = 64  # secrets.token_hex(32)
+TREE_MAX = 16 * 1024 * 1024  # bytes of a TREE archive
+ENTRY = struct.Struct("<BBHI")  # u8 type, u8 0, u16 path length, u32 data length
+ENTRY_DIR, ENTRY_FILE, ENTRY_SYMLINK = 1, 2, 3
+ENTRY_PATH_MAX = 1024
