@@ -66,7 +66,8 @@ def send_packet(s: socket.socket, data: bytes) -> None:
 
 
 class TcpStub:
-    """The server end of the host protocol over TCP for one tray, on 127.0.0.1: AUTH
+    """The server end of the host protocol over TCP for one tray, on ``host`` (127.0.0.1
+    unless given): AUTH
     checked against its token; TREE sends ``tree`` (the archive of ``root`` unless
     given) with ``announce`` as its size (the archive's unless given); ``reply`` (raw
     bytes) is sent instead of any REPLY when given; a UMAD connection's messages go to
@@ -90,8 +91,11 @@ class TcpStub:
         self.token_file = self.dir / "token"
         self.token_file.write_text(self.token + "\n")
         self.token_file.chmod(0o600)
-        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.host = kw.get("host", "127.0.0.1")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self.lsock = socket.create_server((self.host, 0), family=family)
         self.port = self.lsock.getsockname()[1]
+        self.addr = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         threading.Thread(target=self._accept, daemon=True).start()
 
     def env(self, tray: str = TRAY, **more: str) -> dict[str, str]:
@@ -99,7 +103,7 @@ class TcpStub:
             **os.environ,
             "LD_PRELOAD": library_path(),
             "FABRICLAB_SOCKNAME": self.name,
-            "FABRICLAB_HOST_ADDR": f"127.0.0.1:{self.port}",
+            "FABRICLAB_HOST_ADDR": self.addr,
             "FABRICLAB_HOST_TOKEN_FILE": str(self.token_file),
             "FABRICLAB_TRAY": tray,
             "TMPDIR": str(self.tmp),

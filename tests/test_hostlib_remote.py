@@ -150,6 +150,47 @@ def test_a_wrong_token_or_a_bad_setting_is_one_line(stub, tmp_path):
     assert r.stdout == "" and os.listdir(stub.tmp) == []
 
 
+def test_an_ipv6_literal_and_a_name_reach_the_server(tree, tmp_path):
+    stub = TcpStub(tree, host="::1")
+    try:
+        r = run(["ibstat", "-l"], stub.env(), tmp_path)
+        assert (r.stdout, r.stderr) == ("mlx5_0\nmlx5_1\nmlx5_2\nmlx5_3\n", "")
+    finally:
+        stub.close()
+    stub = TcpStub(tree)  # a name, resolved by getaddrinfo
+    try:
+        r = run(["ibstat", "-l"], stub.env(FABRICLAB_HOST_ADDR=f"localhost:{stub.port}"), tmp_path)
+        assert (r.stdout, r.stderr) == ("mlx5_0\nmlx5_1\nmlx5_2\nmlx5_3\n", "")
+    finally:
+        stub.close()
+
+
+def test_a_server_that_does_not_answer_fails_within_the_wait(stub, tmp_path):
+    """A full backlog (the kernel drops the SYN) and a listener that never answers: the
+    tool ends after the library's 5 s (WAIT_MS), with one line."""
+    full = socket.create_server(("127.0.0.1", 0), backlog=0)
+    mute = socket.create_server(("127.0.0.1", 0), backlog=8)
+    queued = []
+    try:
+        for _ in range(4):  # more than the backlog holds
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(full.getsockname())
+            queued.append(c)
+        for server, want in (
+            (full, "cannot reach the fabric server '{}' at {}: Connection timed out"),
+            (mute, "the fabric server '{}' did not answer"),
+        ):
+            addr = f"127.0.0.1:{server.getsockname()[1]}"
+            t0 = time.monotonic()
+            r = run(["ibstat", "-l"], stub.env(FABRICLAB_HOST_ADDR=addr), tmp_path)
+            assert 4 < time.monotonic() - t0 < 9
+            assert lines(r.stderr) == ["fabriclab: " + want.format(stub.name, addr)]
+    finally:
+        for s in [full, mute, *queued]:
+            s.close()
+
+
 D, F, L = hostwire.ENTRY_DIR, hostwire.ENTRY_FILE, hostwire.ENTRY_SYMLINK
 TOO_LONG = LENGTH.pack(0xFFFF_FFF0) + b"x" * 64
 HOSTILE = {

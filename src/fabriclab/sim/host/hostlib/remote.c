@@ -69,12 +69,11 @@ static int tcp_connect(long long deadline, char *text)
         int r = connect(s, a->ai_addr, a->ai_addrlen);
         if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
             socklen_t len = sizeof err;
-            r = wait_for(s, POLLOUT, deadline) > 0 &&
-                        getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && !err
-                    ? 0
-                    : -1;
-            if (r < 0 && !err)
+            if (wait_for(s, POLLOUT, deadline) <= 0)
+                err = errno; /* ETIMEDOUT: the deadline passed */
+            else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 err = errno;
+            r = err ? -1 : 0;
         } else if (r < 0) {
             err = errno;
         }
