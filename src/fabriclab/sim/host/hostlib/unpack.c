@@ -184,9 +184,10 @@ int unpack_tree(const uint8_t *archive, size_t n, char *text)
     pthread_mutex_lock(&unpack_lock);
     if (!root[0]) {
         const char *tmp = getenv("TMPDIR");
-        snprintf(root, sizeof root, "%s/fabriclab-tree-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(root)) {
-            err = errno;
+        int k = snprintf(root, sizeof root, "%s/fabriclab-tree-XXXXXX",
+                         tmp && *tmp ? tmp : "/tmp");
+        if (k >= PATH_MAX - 256 || !mkdtemp(root)) { /* room for the tree's own paths */
+            err = k >= PATH_MAX - 256 ? ENAMETOOLONG : errno;
             snprintf(text, FL_TEXT_MAX,
                      "cannot make a directory for the tray's tree (%.1024s): %s", root,
                      strerror(err));
@@ -210,7 +211,7 @@ int unpack_tree(const uint8_t *archive, size_t n, char *text)
                  "the fabric server '%.256s' sent a tree that is not one: %.1024s",
                  server_name, why);
     else
-        snprintf(text, FL_TEXT_MAX, "%s", root);
+        memcpy(text, root, strlen(root) + 1); /* shorter than PATH_MAX - 256 */
 out:
     pthread_mutex_unlock(&unpack_lock);
     errno = err;
