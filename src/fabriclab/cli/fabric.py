@@ -57,12 +57,20 @@ def up(
         help="Remote mode: serve UDP on [HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT; "
         "libumad2sim only); a non-loopback HOST needs --allow.",
     ),
-    allow: str | None = typer.Option(
+    host_listen: str | None = typer.Option(
+        None,
+        "--host-listen",
+        metavar="[HOST:]PORT",
+        help="Also serve the host library over TCP on [HOST:]PORT (HOST default 127.0.0.1; "
+        "PORT 0: a free one), with a token kept 0600 in the state directory; trays in "
+        "other network namespaces or machines reach it (see 'fabriclab attach').",
+    ),
+    allow: list[str] | None = typer.Option(
         None,
         "--allow",
         metavar="NETWORK[,…]",
-        help="Remote mode: the networks that may attach, NETWORK[,NETWORK…] (CIDR); others "
-        "are ignored.  Default: loopback.",
+        help="Remote mode and --host-listen: the networks that may attach (CIDR, "
+        "repeatable); others are ignored (UDP) or refused (TCP).  Default: loopback.",
     ),
     allow_user: list[str] | None = typer.Option(
         None,
@@ -157,7 +165,8 @@ def up(
             name=name,
             trays=trays,
             listen=listen,
-            allow=allow,
+            allow=",".join(allow) if allow else None,
+            host_listen=host_listen,
             allow_user=allow_user or [],
             max_clients=max_clients,
             sm=sm,
