@@ -72,70 +72,121 @@ static int inside_target(const char *path, size_t plen, const char *t, size_t n)
     return at >= n || plain_path(t + at, n - at);
 }
 
-/* Makes one entry under `top`; 0, or -1 with errno. */
-static int make(int top, int type, const char *path, size_t plen, const uint8_t *data,
-                size_t dlen)
+/* The directory the last entry went into, kept open: an archive lists a directory's
+ * files together, so most entries need no walk from the top. */
+struct parent {
+    char path[FL_ENTRY_PATH_MAX + 1];
+    size_t len;
+    int fd; /* -1: none */
+};
+
+/* The directory `path` (len bytes, 0: the top) names under `top`, walked from the top
+ * one real directory at a time (O_NOFOLLOW), or the cached one; -1 with errno. */
+static int parent_dir(int top, struct parent *c, const char *path, size_t len)
 {
+    if (!len)
+        return top;
+    if (c->fd >= 0 && c->len == len && !memcmp(c->path, path, len))
+        return c->fd;
     char name[FL_ENTRY_PATH_MAX + 1];
-    memcpy(name, path, plen);
-    name[plen] = '\0';
-    int dir = top, err = 0;
-    char *comp = name, *slash;
-    while (!err && (slash = strchr(comp, '/'))) { /* the parents: real directories */
-        *slash = '\0';
+    memcpy(name, path, len);
+    name[len] = '\0';
+    int dir = top;
+    for (char *comp = name, *slash = name; slash; comp = slash + 1) {
+        slash = strchr(comp, '/');
+        if (slash)
+            *slash = '\0';
         int next = NEXT(openat)(dir, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        err = next < 0 ? errno : 0;
+        int err = errno;
         if (dir != top)
             NEXT(close)(dir);
+        if (next < 0)
+            return errno = err, -1;
         dir = next;
-        comp = slash + 1;
     }
-    if (err)
-        return errno = err, -1;
-    struct stat st;
-    if (type == FL_ENTRY_DIR) {
-        if (mkdirat(dir, comp, 0755) < 0 &&
-            (errno != EEXIST || NEXT(fstatat)(dir, comp, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-             !S_ISDIR(st.st_mode)))
-            err = errno == EEXIST ? ENOTDIR : errno;
-    } else {
-        unlinkat(dir, NEW, 0);
+    if (c->fd >= 0)
+        NEXT(close)(c->fd);
+    memcpy(c->path, path, len);
+    c->len = len;
+    return c->fd = dir;
+}
+
+/* Writes a file's or link's content under `as` in `dir` (a stale one removed first);
+ * 0, or -1 with errno. */
+static int make_new(int dir, const char *as, int type, const uint8_t *data, size_t dlen)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (tries)
+            unlinkat(dir, as, 0);
         if (type == FL_ENTRY_SYMLINK) {
             char target[PATH_MAX];
             memcpy(target, data, dlen);
             target[dlen] = '\0';
-            if (symlinkat(target, dir, NEW) < 0)
-                err = errno;
-        } else {
-            int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-            int fd = NEXT(openat)(dir, NEW, fl, 0444);
-            err = fd < 0 ? errno : 0;
-            while (!err && dlen) {
-                ssize_t w = NEXT(write)(fd, data, dlen);
-                if (w < 0 && errno != EINTR)
-                    err = errno;
-                else if (w > 0)
-                    data += w, dlen -= (size_t)w;
-            }
-            if (fd >= 0)
-                NEXT(close)(fd);
+            if (symlinkat(target, dir, as) == 0)
+                return 0;
+            if (errno != EEXIST)
+                return -1;
+            continue;
         }
-        if (!err && renameat(dir, NEW, dir, comp) < 0)
-            err = errno;
-        if (err)
-            unlinkat(dir, NEW, 0);
+        int fd = NEXT(openat)(dir, as, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              0444);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return -1;
+        int err = 0;
+        while (!err && dlen) {
+            ssize_t w = NEXT(write)(fd, data, dlen);
+            if (w < 0 && errno != EINTR)
+                err = errno;
+            else if (w > 0)
+                data += w, dlen -= (size_t)w;
+        }
+        NEXT(close)(fd);
+        return err ? (errno = err, -1) : 0;
     }
-    if (dir != top)
-        NEXT(close)(dir);
+    return errno = EEXIST, -1;
+}
+
+/* Makes one entry under `top`: in a `fresh` directory at once, else under NEW then
+ * renamed over the old one; 0, or -1 with errno. */
+static int make(int top, struct parent *c, int fresh, int type, const char *path,
+                size_t plen, const uint8_t *data, size_t dlen)
+{
+    const char *slash = memrchr(path, '/', plen);
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    int dir = parent_dir(top, c, path, len);
+    if (dir < 0)
+        return -1;
+    char name[FL_ENTRY_PATH_MAX + 1];
+    size_t n = slash ? plen - len - 1 : plen;
+    memcpy(name, slash ? slash + 1 : path, n);
+    name[n] = '\0';
+    struct stat st;
+    int err = 0;
+    if (type == FL_ENTRY_DIR) {
+        if (mkdirat(dir, name, 0755) < 0 &&
+            (errno != EEXIST || NEXT(fstatat)(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+             !S_ISDIR(st.st_mode)))
+            err = errno == EEXIST ? ENOTDIR : errno;
+    } else if (fresh) {
+        err = make_new(dir, name, type, data, dlen) < 0 ? errno : 0;
+    } else if (make_new(dir, NEW, type, data, dlen) < 0 ||
+               renameat(dir, NEW, dir, name) < 0) {
+        err = errno;
+        unlinkat(dir, NEW, 0);
+    }
     return err ? (errno = err, -1) : 0;
 }
 
 /* Checks and unpacks every entry of the archive into `top`; 0, or -1 with errno and
  * the reason in `text`. */
-static int unpack_into(int top, const uint8_t *a, size_t n, char *text)
+static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *text)
 {
     size_t at = 0, count = 0;
-    while (at < n) {
+    struct parent cache = {.fd = -1};
+    int r = 0;
+    while (!r && at < n) {
         if (n - at < FL_ENTRY_SIZE) {
             snprintf(text, FL_TEXT_MAX, "entry %zu is cut short", count);
             return errno = EPROTO, -1;
@@ -161,18 +212,21 @@ static int unpack_into(int top, const uint8_t *a, size_t n, char *text)
             bad = "is a symbolic link that points out of the tree";
         if (bad) {
             snprintf(text, FL_TEXT_MAX, "entry %zu %s", count, bad);
-            return errno = EPROTO, -1;
-        }
-        if (make(top, type, path, plen, data, dlen) < 0) {
-            int err = errno;
+            errno = EPROTO, r = -1;
+        } else if (make(top, &cache, fresh, type, path, plen, data, dlen) < 0) {
+            int e = errno;
             snprintf(text, FL_TEXT_MAX, "entry %zu (%.*s) cannot be made: %s", count,
-                     (int)(plen < 200 ? plen : 200), path, strerror(err));
-            return errno = err, -1;
+                     (int)(plen < 200 ? plen : 200), path, strerror(e));
+            errno = e, r = -1;
         }
         at += FL_ENTRY_SIZE + plen + dlen;
         count++;
     }
-    return 0;
+    int err = errno;
+    if (cache.fd >= 0)
+        NEXT(close)(cache.fd);
+    errno = err;
+    return r;
 }
 
 /* Unpacks a TREE archive (`n` bytes) into this process's private directory; 0 with
@@ -182,7 +236,8 @@ int unpack_tree(const uint8_t *archive, size_t n, char *text)
     char why[FL_TEXT_MAX];
     int r = -1, err = 0;
     pthread_mutex_lock(&unpack_lock);
-    if (!root[0]) {
+    int fresh = !root[0];
+    if (fresh) {
         const char *tmp = getenv("TMPDIR");
         int k = snprintf(root, sizeof root, "%s/fabriclab-tree-XXXXXX",
                          tmp && *tmp ? tmp : "/tmp");
@@ -203,7 +258,7 @@ int unpack_tree(const uint8_t *archive, size_t n, char *text)
                  strerror(err));
         goto out;
     }
-    r = unpack_into(top, archive, n, why);
+    r = unpack_into(top, fresh, archive, n, why);
     err = errno;
     NEXT(close)(top);
     if (r)
