@@ -10,6 +10,8 @@
 int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
           int cloexec, char *text)
 {
+    if (remote)
+        return remote_hello(kind, index, token, extra, n, cloexec, text);
     if (config_problem[0]) {
         snprintf(text, FL_TEXT_MAX, "%s", config_problem);
         errno = EINVAL;
