@@ -77,3 +77,25 @@ def namespaces(trays: int):
     finally:
         for ns in made:  # a namespace's veth ends go with it
             _ip("netns", "del", ns, check=False)
+
+
+@contextmanager
+def tray_namespace():
+    """One tray namespace joined to this (the root) namespace by a veth pair: yields
+    (the namespace, this end's address, the tray's address, their /30); for a server
+    that runs here (the benchmark's).  Removed at the end."""
+    tag = f"{os.getpid() % 100000}{next(_count)}"
+    x = 200 + os.getpid() % 50
+    ns, here, there = f"fl-bench-{tag}", f"fl{tag}h"[:15], f"fl{tag}t"[:15]
+    _ip("netns", "add", ns)
+    try:
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("link", "add", here, "type", "veth", "peer", "name", there, "netns", ns)
+        _ip("addr", "add", f"10.{x}.250.1/30", "dev", here)
+        _ip("-n", ns, "addr", "add", f"10.{x}.250.2/30", "dev", there)
+        _ip("link", "set", here, "up")
+        _ip("-n", ns, "link", "set", there, "up")
+        yield ns, f"10.{x}.250.1", f"10.{x}.250.2", f"10.{x}.250.0/30"
+    finally:
+        _ip("link", "del", here, check=False)
+        _ip("netns", "del", ns, check=False)
