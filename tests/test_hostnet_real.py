@@ -178,6 +178,32 @@ def test_a_wrong_token_and_a_foreign_address_are_refused_in_one_line(world):
     ], r.stderr
 
 
+def test_a_tray_as_a_container_network_and_mount_namespace_sees_only_dir(world):
+    """The recipe: DIR bind-mounted at /mnt/fabriclab (attach --at) in a private mount
+    namespace of the tray's network namespace, with DIR's own place, the state
+    directory and this checkout (fabriclab's install) hidden under empty tmpfs: the
+    tools still see the tray, from nothing but the mount."""
+    mounted = world.work / "mounted"
+    r = world.fabriclab(
+        "attach", "--name", world.name, TRAY, str(mounted), "--at", "/mnt/fabriclab"
+    )
+    assert r.returncode == 0, r.stderr
+    repo = Path(__file__).resolve().parent.parent
+    script = (
+        "set -e; mount -t tmpfs tmpfs /mnt; mkdir /mnt/fabriclab; "
+        f"mount --bind {mounted} /mnt/fabriclab; "
+        f"mount -t tmpfs tmpfs {world.work}; mount -t tmpfs tmpfs {repo}; "
+        f"test ! -e {mounted}/env; test ! -e {repo}/.venv; "
+        ". /mnt/fabriclab/env; ibstat -l; ibnetdiscover -C mlx5_2 | grep -c '^Switch'"
+    )
+    argv = world.net.argv(world.tray_ns, ["unshare", "--mount", "sh", "-c", script])
+    r = subprocess.run(argv, env=_BARE, cwd="/", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.split()
+    assert out[:4] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"] and int(out[4]) > 0, r.stdout
+    assert (world.work / "state").is_dir()  # the mounts were the namespace's alone
+
+
 def test_the_server_going_ends_a_waiting_tool_with_one_line(world):
     """Last in the module: it takes the fabric down.  ibping's server, once it has
     answered a ping, waits reading its device; the fabric stopped, it says the server

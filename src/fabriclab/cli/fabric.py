@@ -282,6 +282,12 @@ def attach(
         ..., help="Where to write env, token, lib/ and bin/ (made if missing)."
     ),
     name: str | None = NameOpt,
+    at: str | None = typer.Option(
+        None,
+        "--at",
+        metavar="PATH",
+        help="Where the tray sees DIR (a bind mount's target), for env's default; default: DIR.",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Write a directory that makes any machine, container or network namespace TRAY of
@@ -294,7 +300,7 @@ def attach(
     """
     from ..sim.run.attach import attach as write_attach
 
-    done = write_attach(fabric_name(name), tray, directory, load=load_cluster)
+    done = write_attach(fabric_name(name), tray, directory, load=load_cluster, at=at)
     if json_out:
         print_json(done)
         return

@@ -27,8 +27,9 @@ _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LIB = "libfabriclab-umad.so"
 
 
-def attach(name: str, tray: str, directory: Path, load: Loader) -> dict:
-    """Write DIR for tray ``tray`` of the running fabric ``name``; what was written."""
+def attach(name: str, tray: str, directory: Path, load: Loader, at: str | None = None) -> dict:
+    """Write DIR for tray ``tray`` of the running fabric ``name``; what was written.
+    ``at``: where the tray will see DIR (a mount point), if not where it is written."""
     inst = Instance.load(name)
     cluster = load(inst.spec, inst.trays)
     if cluster.tray(tray) is None:
@@ -44,12 +45,16 @@ def attach(name: str, tray: str, directory: Path, load: Loader) -> dict:
             ]
         )
     where = str(directory.resolve())
-    if any(c in where for c in " \t\n:'\"\\$`"):
-        raise InputError(
-            [Problem(where, "a path with blanks, quotes or colons cannot go in LD_PRELOAD")]
-        )
+    seen = at or where
+    for path in (where, seen):
+        if any(c in path for c in " \t\n:'\"\\$`"):
+            raise InputError(
+                [Problem(path, "a path with blanks, quotes or colons cannot go in LD_PRELOAD")]
+            )
+    if not seen.startswith("/"):
+        raise InputError([Problem(f"--at {seen}", "give an absolute path")])
     token = _token(inst) if inst.host_listen else None
-    env = env_text(inst, tray, where)
+    env = env_text(inst, tray, seen)
     library = Path(hostlib.library_path()).read_bytes()
     with safedir.open_dir(directory) as d:
         d.check_entries()
@@ -69,6 +74,7 @@ def attach(name: str, tray: str, directory: Path, load: Loader) -> dict:
         "fabric": name,
         "tray": tray,
         "dir": where,
+        "at": seen,
         "way": "tcp" if inst.host_listen else "unix",
         "address": _address(inst),
         "env": f"{where}/env",
