@@ -64,6 +64,19 @@ def test_attach_writes_env_bin_and_lib_that_run_the_trays_tools_anywhere(lab, tm
     assert r.returncode == 0 and r.stdout.split() == [f"mlx5_{i}" for i in range(4)], r.stderr
     r = _sh(f"FABRICLAB_ATTACH_DIR={moved} . {moved}/env && ibstat -l")
     assert r.returncode == 0 and len(r.stdout.split()) == 4, r.stderr
+    # linked from elsewhere (ln -s DIR/bin/* /usr/local/sbin/): it finds its directory
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "ibstat").symlink_to(moved / "bin" / "ibstat")
+    r = _sh(f"{links}/ibstat -l")
+    assert r.returncode == 0 and len(r.stdout.split()) == 4, r.stderr
+    # a tool this machine lacks: one line, exit 127 (never itself, looping)
+    (moved / "bin" / "no-such-tool").write_text(
+        (moved / "bin" / "ibstat").read_text().replace("ibstat", "no-such-tool")
+    )
+    (moved / "bin" / "no-such-tool").chmod(0o755)
+    r = _sh(f"{moved}/bin/no-such-tool")
+    assert r.returncode == 127 and r.stderr.startswith("fabriclab: no-such-tool: not installed")
 
 
 def test_over_tcp_env_carries_the_address_and_a_0600_token(real_tools, tmp_path):

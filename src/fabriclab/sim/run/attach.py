@@ -23,7 +23,7 @@ from .records import Instance
 from .tools import TOOLS, Loader
 
 # where a wrapper looks for the real tool (Debian: infiniband-diags and opensm in /usr/sbin)
-_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
 _LIB = "libfabriclab-umad.so"
 
 
@@ -147,15 +147,24 @@ def env_text(inst: Instance, tray: str, where: str) -> str:
 
 
 def wrapper(tool: str, tray: str, name: str) -> str:
-    """DIR/bin/TOOL: the real tool of this machine, run with DIR/env."""
+    """DIR/bin/TOOL: the real tool of this machine, run with DIR/env.  The wrapper may
+    be called through a link (``ln -s DIR/bin/* /usr/local/sbin/``): it resolves where
+    it lives, and never takes itself for the real tool."""
     q = shlex.quote(tool)
+    dirs = " ".join(_SYSTEM_PATH.split(":"))
     return (
         f"#!/bin/sh\n# written by fabriclab attach: {tool} as tray {tray} of fabric {name!r}\n"
-        'FABRICLAB_ATTACH_DIR=$(cd "$(dirname "$0")/.." && pwd) || exit 1\n'
-        '. "$FABRICLAB_ATTACH_DIR/env"\n'
-        f"real=$(PATH={_SYSTEM_PATH} command -v {q}) || {{\n"
-        f'  echo "fabriclab: {tool}: not installed here ({_SYSTEM_PATH})" >&2; exit 127; }}\n'
-        f'exec "$real" "$@"\n'
+        'self=$0; [ -L "$self" ] && self=$(readlink -f "$self")\n'
+        'FABRICLAB_ATTACH_DIR=$(cd "$(dirname "$self")/.." && pwd) || exit 1\n'
+        'self=$(readlink -f "$self")\n'
+        f"for d in {dirs}; do\n"
+        f'  real="$d/"{q}\n'
+        '  if [ -x "$real" ] && [ "$(readlink -f "$real")" != "$self" ]; then\n'
+        '    . "$FABRICLAB_ATTACH_DIR/env" && exec "$real" "$@"\n'
+        "  fi\n"
+        "done\n"
+        f'echo "fabriclab: {tool}: not installed here ({_SYSTEM_PATH})" >&2\n'
+        "exit 127\n"
     )
 
 
