@@ -151,6 +151,7 @@ def _compare(rounds: int, discoveries: int, ways: tuple[str, ...], there) -> Non
     )
     sm: dict[str, list[float]] = {w: [] for w in ways}
     disc: dict[str, list[float]] = {w: [] for w in ways}
+    start: dict[str, list[float]] = {w: [] for w in ways}
     per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in ways}
     sm_per_mad: dict[str, list[tuple[float, float, float]]] = {w: [] for w in ways}
     servers = {w: Fabriclab(str(spec_file), work) for w in ways}
@@ -189,6 +190,9 @@ def _compare(rounds: int, discoveries: int, ways: tuple[str, ...], there) -> Non
                     n = max(1, m1 - m0)
                     disc[way].append(dt)
                     per_mad[way].append((dt / n, (c1 - c0) / n, tool_cpu / n))
+                    # a tool's start alone: its devices and tree, no MAD
+                    start[way].append(_run(_in_tray(way, ["ibstat", "-l"], there, attached),
+                                           env, work)[0])  # fmt: skip
             finally:
                 server.stop()
     print(
@@ -207,6 +211,17 @@ def _compare(rounds: int, discoveries: int, ways: tuple[str, ...], there) -> Non
                 f"{what:28s} tcp (a tray's netns) {c:6.2f} s   tcp / hostlib {c / b:4.2f} "
                 f"(goal <= 1.3)   tcp / umad2sim {c / a:4.2f}"
             )
+    if "tcp" in ways:
+        net = {w: statistics.median(disc[w]) - statistics.median(start[w]) for w in ways}
+        print(
+            f"ibnetdiscover less a tool's start: hostlib {net['hostlib']:6.2f} s   tcp "
+            f"{net['tcp']:6.2f} s   tcp / hostlib {net['tcp'] / net['hostlib']:4.2f}"
+        )
+    print(
+        "a tool's start (ibstat -l)   "
+        + "   ".join(f"{w} {statistics.median(start[w]) * 1000:6.1f} ms" for w in ways)
+        + "   (over TCP: the tray's tree fetched and unpacked for each process)"
+    )
     for what, table in (("OpenSM", sm_per_mad), ("a discovery", per_mad)):
         for way in ways:
             wall = statistics.median(x[0] for x in table[way]) * 1e6
