@@ -335,3 +335,29 @@ def test_host_listen_and_allow_are_parsed_or_refused_in_one_line():
             parse_host_listen(bad)
     with pytest.raises(InputError, match=r"10\.0\.0/33"):
         parse_allow(["10.0.0/33"])
+
+
+def test_a_packet_that_comes_in_pieces_is_read_whole_and_never_past_its_end():
+    from fabriclab.sim.wire.hosttcp import _Reader
+
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    b.setblocking(False)
+    reader, frame = _Reader(), bytearray(hostwire.FRAME_MAX)
+    body = bytes(range(200))
+    stream = LEN.pack(len(body)) + body + LEN.pack(3) + b"abc"
+    try:
+        for piece in (stream[:2], stream[2:5], stream[5:100]):
+            a.sendall(piece)
+            with pytest.raises(BlockingIOError):
+                reader.read(b, frame)
+        a.sendall(stream[100:])
+        assert reader.read(b, frame) == 200 and frame[:200] == body
+        assert reader.read(b, frame) == 3 and frame[:3] == b"abc"
+        with pytest.raises(BlockingIOError):
+            reader.read(b, frame)
+        a.sendall(LEN.pack(hostwire.FRAME_MAX + 1))
+        with pytest.raises(ConnectionAbortedError):
+            reader.read(b, frame)
+    finally:
+        a.close()
+        b.close()

@@ -58,20 +58,22 @@ class _Reader:
         length; 0 when the peer closed; BlockingIOError until it has all come;
         ConnectionAbortedError for a length outside 1..FRAME_MAX."""
         recv_into = socket.socket.recv_into
-        while self.have_head < _LEN.size:
-            k = recv_into(sock, memoryview(self.head)[self.have_head :])
+        head = self.head
+        while self.have_head < _LEN.size:  # (no view made unless it came in parts)
+            at = self.have_head
+            k = recv_into(sock, memoryview(head)[at:] if at else head, _LEN.size - at)
             if k == 0:
                 return 0
             self.have_head += k
-        (n,) = _LEN.unpack(self.head)
+        (n,) = _LEN.unpack(head)
         if not 1 <= n <= hostwire.FRAME_MAX:
             raise ConnectionAbortedError(f"a packet of {n} bytes")
-        with memoryview(frame) as view:
-            while self.have < n:
-                k = recv_into(sock, view[self.have : n])
-                if k == 0:
-                    return 0
-                self.have += k
+        while self.have < n:
+            at = self.have
+            k = recv_into(sock, memoryview(frame)[at:] if at else frame, n - at)
+            if k == 0:
+                return 0
+            self.have += k
         self.have_head = self.have = 0
         return n
 
