@@ -363,3 +363,70 @@ def test_the_relay_thread_ends_when_the_device_is_closed(stub, tmp_path):
     assert out == "before 1 most 2 after 1\n"  # one relay per open device, none left
     assert stub.issm_closed.wait(10)  # closing the device closed the stream: IsSM gone
     assert len(stub.conns) == 20 and err == ""
+
+
+_FORK = r"""
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int count(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - (dir[11] == 'f'); /* /proc/self/fd: less opendir's own */
+}
+
+static int settle(int want) /* at most 5 s */
+{
+    struct timespec tick = {0, 10000000};
+    for (int i = 0; i < 500 && count("/proc/self/task") != want; i++)
+        nanosleep(&tick, NULL);
+    return count("/proc/self/task");
+}
+
+int main(void)
+{
+    int fds = count("/proc/self/fd"), fd = open("/dev/infiniband/umad0", O_RDWR);
+    if (fd < 0)
+        return perror("open umad0"), 1;
+    int pipefd[2];
+    if (pipe(pipefd))
+        return 1;
+    pid_t pid = fork();
+    if (pid == 0) { /* the device's fd, the pipe: not the relay's own two */
+        printf("child fds %d\n", count("/proc/self/fd") - fds);
+        fflush(stdout);
+        char c;
+        close(pipefd[1]);
+        return read(pipefd[0], &c, 1) < 0; /* until the parent says go */
+    }
+    close(pipefd[0]);
+    close(fd); /* the child still holds the device: the relay stays */
+    struct timespec pause = {0, 200000000};
+    nanosleep(&pause, NULL); /* a wait that must see nothing happen */
+    printf("parent closed %d\n", count("/proc/self/task"));
+    close(pipefd[1]);
+    waitpid(pid, NULL, 0);
+    printf("child gone %d\n", settle(1));
+    return 0;
+}
+"""
+
+
+def test_a_forked_child_shares_the_device_and_not_the_relays_own_descriptors(stub, tmp_path):
+    src, exe = tmp_path / "fork.c", tmp_path / "fork"
+    src.write_text(_FORK)
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, timeout=60)
+    r = run([str(exe)], stub.env(), tmp_path)
+    assert r.returncode == 0, r.stderr
+    # the child: the device and the pipe's two ends; the parent's relay lives on while
+    # the child holds the device, and ends when the child goes
+    assert r.stdout == "child fds 3\nparent closed 2\nchild gone 1\n", r.stdout + r.stderr
