@@ -430,3 +430,78 @@ def test_a_forked_child_shares_the_device_and_not_the_relays_own_descriptors(stu
     # the child: the device and the pipe's two ends; the parent's relay lives on while
     # the child holds the device, and ends when the child goes
     assert r.stdout == "child fds 3\nparent closed 2\nchild gone 1\n", r.stdout + r.stderr
+
+
+_UNPACK = r"""
+#include "hostlib.h"
+
+const char *server_name = "probe";
+
+/* unpack_tree on each archive file named: what it answers, and the firmware file's
+ * content through the tree's link after it */
+int main(int argc, char **argv)
+{
+    static uint8_t buf[1 << 20];
+    char text[FL_TEXT_MAX + 1], now[64];
+    int keep = -1;
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        int r = unpack_tree(buf, n, text);
+        printf("%d %s\n", r, text);
+        if (i == 1 && (r || chdir(text)))
+            return 1;
+        if (i == 1) /* held open across the refresh */
+            keep = open("class/infiniband/mlx5_0/fw_ver", O_RDONLY);
+        int fd = open("class/infiniband/mlx5_0/fw_ver", O_RDONLY);
+        memset(now, 0, sizeof now);
+        printf("now %zd %s", read(fd, now, sizeof now - 1), now);
+        close(fd);
+    }
+    memset(now, 0, sizeof now);
+    printf("held %zd %s", read(keep, now, sizeof now - 1), now);
+    return 0;
+}
+"""
+
+
+def test_asking_again_refreshes_the_tree_in_place(tmp_path):
+    """unpack.c alone (compiled with the test's main): a second archive rewrites the same
+    private directory, each file replaced by a rename (a reader of the old one keeps it);
+    links that stay inside the tree are made; a bad archive changes nothing before it."""
+    dev = "devices/pci0000:00/0000:00:01.0/infiniband/mlx5_0"
+    ok = (
+        [entry(D, p) for p in ("class", "class/infiniband", "devices")]
+        + [entry(D, "/".join(dev.split("/")[: i + 1])) for i in range(1, 5)]
+        + [entry(L, "class/infiniband/mlx5_0", f"../../{dev}".encode())]
+    )
+    first = [*ok, entry(F, f"{dev}/fw_ver", b"28.39.1002\n")]
+    second = [*ok, entry(F, f"{dev}/fw_ver", b"28.40.1000\n"), entry(F, f"{dev}/new", b"x")]
+    bad = [entry(F, f"{dev}/fw_ver", b"bad\n"), entry(F, "../out", b"x")]
+    names = []
+    for i, parts in enumerate((first, second, bad)):
+        (tmp_path / f"a{i}").write_bytes(b"".join(parts))
+        names.append(str(tmp_path / f"a{i}"))
+    src, exe = tmp_path / "unpack.c", tmp_path / "unpack"
+    src.write_text(_UNPACK)
+    cc = ["gcc", "-O1", "-pthread", f"-I{HOSTLIB}", "-o", str(exe), str(src)]
+    subprocess.run([*cc, str(HOSTLIB / "unpack.c"), str(HOSTLIB / "libc.c"), "-ldl"], check=True)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = run([str(exe), *names], {**os.environ, "TMPDIR": str(tmp)}, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout.splitlines()
+    private = out[0].split(" ", 1)[1]
+    assert out == [
+        f"0 {private}",
+        "now 11 28.39.1002",
+        f"0 {private}",  # the same directory, rewritten
+        "now 11 28.40.1000",
+        "-1 the fabric server 'probe' sent a tree that is not one: entry 1 has a path that "
+        "is not relative and plain (no '.', '..' or '/' first)",
+        "now 11 28.40.1000",  # checked whole before anything is written
+        "held 11 28.39.1002",  # the first file, open before the refresh, kept whole
+    ]
+    assert private.startswith(f"{tmp}/fabriclab-tree-")
+    assert os.listdir(tmp) == []  # removed when the process that made it exits

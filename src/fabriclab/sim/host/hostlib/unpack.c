@@ -2,9 +2,10 @@
  * and unpacked into this process's private directory, which tree.c then uses as the
  * tree's root as it uses the directory a unix connection names.
  *
- * The archive (ib/hostwire.py): entries of FL_ENTRY_SIZE bytes (u8 type, u8 0, u16 LE
- * path length, u32 LE data length), the path, the data.  Nothing from the server is
- * trusted: every length is checked against what is left; a path is relative, at most
+ * The archive (ib/hostwire.py, ib/treearchive.py): entries of FL_ENTRY_SIZE bytes (u8
+ * type, u8 0, u16 LE path length, u32 LE data length), the path, the data.  Nothing
+ * from the server is trusted, and the whole archive is checked before anything is
+ * written: every length against what is left; a path is relative, at most
  * FL_ENTRY_PATH_MAX bytes, without NUL, empty, '.' or '..' components; a symlink's
  * target is relative, its '..' components come first and no more of them than the
  * link's depth, so (every directory on the way being a real one, every link checked
@@ -179,14 +180,12 @@ static int make(int top, struct parent *c, int fresh, int type, const char *path
     return err ? (errno = err, -1) : 0;
 }
 
-/* Checks and unpacks every entry of the archive into `top`; 0, or -1 with errno and
- * the reason in `text`. */
-static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *text)
+/* Goes through the archive's entries: checks each (cache NULL), or makes each under
+ * `top` (they were all checked); 0, or -1 with errno and the reason in `text`. */
+static int entries(int top, int fresh, struct parent *cache, const uint8_t *a, size_t n,
+                   char *text)
 {
-    size_t at = 0, count = 0;
-    struct parent cache = {.fd = -1};
-    int r = 0;
-    while (!r && at < n) {
+    for (size_t at = 0, count = 0; at < n; count++) {
         if (n - at < FL_ENTRY_SIZE) {
             snprintf(text, FL_TEXT_MAX, "entry %zu is cut short", count);
             return errno = EPROTO, -1;
@@ -212,16 +211,27 @@ static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *tex
             bad = "is a symbolic link that points out of the tree";
         if (bad) {
             snprintf(text, FL_TEXT_MAX, "entry %zu %s", count, bad);
-            errno = EPROTO, r = -1;
-        } else if (make(top, &cache, fresh, type, path, plen, data, dlen) < 0) {
+            return errno = EPROTO, -1;
+        }
+        if (cache && make(top, cache, fresh, type, path, plen, data, dlen) < 0) {
             int e = errno;
             snprintf(text, FL_TEXT_MAX, "entry %zu (%.*s) cannot be made: %s", count,
                      (int)(plen < 200 ? plen : 200), path, strerror(e));
-            errno = e, r = -1;
+            return errno = e, -1;
         }
         at += FL_ENTRY_SIZE + plen + dlen;
-        count++;
     }
+    return 0;
+}
+
+/* Checks every entry of the archive, then (all good) makes them under `top`; 0, or -1
+ * with errno and the reason in `text`. */
+static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *text)
+{
+    struct parent cache = {.fd = -1};
+    int r = entries(top, fresh, NULL, a, n, text);
+    if (!r)
+        r = entries(top, fresh, &cache, a, n, text);
     int err = errno;
     if (cache.fd >= 0)
         NEXT(close)(cache.fd);
