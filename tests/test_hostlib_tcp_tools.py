@@ -100,3 +100,24 @@ def test_the_server_going_down_ends_a_waiting_tool_with_one_line(real_tools, tmp
     assert time.monotonic() - t0 < 30
     assert out == "Transport endpoint is not connected\n"
     assert err == f"fabriclab: the fabric server '{f.name}' went away\n"
+
+
+def test_a_foreign_address_and_a_wrong_token_are_refused_with_one_line(real_tools, tmp_path):
+    allow = ["--host-listen", "127.0.0.1:0", "--allow", "192.0.2.0/24"]  # not loopback
+    with fabric_up("lab", tmp_path / "lab", extra=allow) as f:
+        _, tcp = _envs(f, "sched-worker1", tmp_path)
+        r = _run(["ibstat", "-l"], tcp, tmp_path)
+    assert (r.stdout, r.stderr) == (
+        "",
+        f"fabriclab: 127.0.0.1 is not allowed to attach to fabric '{f.name}' (up --allow)\n",
+    )
+    with fabric_up("lab", tmp_path / "lab2", extra=["--host-listen", "127.0.0.1:0"]) as f:
+        _, tcp = _envs(f, "sched-worker1", tmp_path)
+        wrong = tmp_path / "wrong"
+        wrong.write_text("0" * 64 + "\n")
+        tcp["FABRICLAB_HOST_TOKEN_FILE"] = str(wrong)
+        r = _run(["ibstat", "mlx5_0"], tcp, tmp_path)
+    assert r.returncode != 0 and "'mlx5_0' IB device can't be found" in r.stderr
+    assert [x for x in r.stderr.splitlines() if x.startswith("fabriclab")] == [
+        f"fabriclab: wrong token for fabric '{f.name}'"
+    ]
