@@ -10,7 +10,9 @@
  * device is the application's end of a socketpair relayed to the stream (relay.c), so
  * read.c, write.c and poll.c see a SOCK_SEQPACKET socket; TREE's archive (REPLY value =
  * its size, then packets) is unpacked into a private directory whose path is the
- * REPLY's text (unpack.c), so tree.c reads it as the directory the server names.  Names
+ * REPLY's text (unpack.c), so tree.c reads it as the directory the server names; a
+ * process's first TREE takes the tree an ancestor fetched a moment ago, when there is
+ * one (privdir.c), without a connection.  Names
  * are resolved with getaddrinfo, whose own timeouts (resolv.conf) apply to a name. */
 #include "hostlib.h"
 
@@ -225,6 +227,13 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
     if (n)
         memcpy(frame + FL_HELLO_SIZE, extra, n);
 
+    static int asked; /* a TREE was asked for: a second one fetches a fresh tree */
+    if (kind == FL_KIND_TREE && !__atomic_exchange_n(&asked, 1, __ATOMIC_ACQ_REL) &&
+        !inherit_tree(text)) {
+        int fd = NEXT(open)(text, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* tree.c closes it */
+        if (fd >= 0)
+            return fd;
+    }
     int s = tcp_connect(now_ms() + WAIT_MS, text);
     if (s < 0)
         return -1;

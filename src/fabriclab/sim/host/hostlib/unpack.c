@@ -11,35 +11,14 @@
  * link's depth, so (every directory on the way being a real one, every link checked
  * alike) it resolves inside the tree.  Entries are made under the private directory
  * with *at() calls from its descriptor, parents opened with O_NOFOLLOW, so nothing is
- * written through a link or outside.  The directory is made once per process (mkdtemp:
- * 0700, under $TMPDIR or /tmp) and removed when the process that made it exits;
+ * written through a link or outside.  The directory is this process's (privdir.c);
  * asking again rewrites it in place (each file and link to a temporary name, then
- * renamed over the old one).  Directories are 0755 and files 0444, as sysfs makes them
- * (fs/sysfs/dir.c, kernfs attributes 0444 when read-only); a process killed by a
- * signal, or replaced by exec, leaves its directory behind. */
+ * renamed over the old one), and it is stamped last, once whole.  Directories are
+ * 0755 and files 0444, as sysfs makes them (fs/sysfs/dir.c; kernfs attributes 0444
+ * when read-only). */
 #include "hostlib.h"
 
-#include <ftw.h>
-
 #define NEW ".fabriclab-new" /* the temporary name a file or link is written under */
-
-static pthread_mutex_t unpack_lock = PTHREAD_MUTEX_INITIALIZER;
-static char root[PATH_MAX]; /* the private directory, or "" */
-static pid_t root_pid;      /* the process that made it (and removes it) */
-
-static int drop(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    remove(path);
-    return 0;
-}
-
-/* The private directory goes with the process that made it (not a forked child). */
-__attribute__((destructor)) static void unpack_cleanup(void)
-{
-    if (root[0] && root_pid == getpid())
-        nftw(root, drop, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
 
 /* Whether `p` (n bytes) is a relative path of plain components. */
 static int plain_path(const char *p, size_t n)
@@ -243,42 +222,28 @@ static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *tex
  * the directory in `text`, or -1 with errno and what is wrong in `text`. */
 int unpack_tree(const uint8_t *archive, size_t n, char *text)
 {
-    char why[FL_TEXT_MAX];
-    int r = -1, err = 0;
-    pthread_mutex_lock(&unpack_lock);
-    int fresh = !root[0];
-    if (fresh) {
-        const char *tmp = getenv("TMPDIR");
-        int k = snprintf(root, sizeof root, "%s/fabriclab-tree-XXXXXX",
-                         tmp && *tmp ? tmp : "/tmp");
-        if (k >= PATH_MAX - 256 || !mkdtemp(root)) { /* room for the tree's own paths */
-            err = k >= PATH_MAX - 256 ? ENAMETOOLONG : errno;
-            snprintf(text, FL_TEXT_MAX,
-                     "cannot make a directory for the tray's tree (%.1024s): %s", root,
-                     strerror(err));
-            root[0] = '\0';
-            goto out;
-        }
-        root_pid = getpid();
+    char why[FL_TEXT_MAX], root[PATH_MAX];
+    int fresh;
+    int top = privdir_begin(root, &fresh, text);
+    if (top < 0)
+        return -1;
+    int r = unpack_into(top, fresh, archive, n, why);
+    if (!r) { /* stamped last: another process may take it once it is whole */
+        char stamp[512];
+        int k = privdir_stamp(stamp, sizeof stamp);
+        if (k > 0 && k < (int)sizeof stamp &&
+            make_new(top, NEW, FL_ENTRY_FILE, (const uint8_t *)stamp, (size_t)k) == 0)
+            renameat(top, NEW, top, FL_STAMP);
     }
-    int top = NEXT(open)(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0) {
-        err = errno;
-        snprintf(text, FL_TEXT_MAX, "cannot open the tray's tree %.1024s: %s", root,
-                 strerror(err));
-        goto out;
-    }
-    r = unpack_into(top, fresh, archive, n, why);
-    err = errno;
+    int err = errno;
     NEXT(close)(top);
+    privdir_end();
     if (r)
         snprintf(text, FL_TEXT_MAX,
                  "the fabric server '%.256s' sent a tree that is not one: %.1024s",
                  server_name, why);
     else
         memcpy(text, root, strlen(root) + 1); /* shorter than PATH_MAX - 256 */
-out:
-    pthread_mutex_unlock(&unpack_lock);
     errno = err;
     return r;
 }
