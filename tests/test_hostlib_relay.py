@@ -7,7 +7,9 @@ rewritten in place when asked again."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,43 @@ def test_asking_again_refreshes_the_tree_in_place(tmp_path):
     ]
     assert private.startswith(f"{tmp}/fabriclab-tree-")
     assert os.listdir(tmp) == []  # removed when the process that made it exits
+
+
+_CUT = """
+import os, subprocess, sys, time
+sys.path[:0] = [sys.argv[1]]
+from tcpstub import TcpStub
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+stub = TcpStub(None)
+prog = '''
+import os, select, time
+fd = os.open("/dev/infiniband/umad0", os.O_RDWR)
+print("open", flush=True)
+t0 = time.monotonic()
+select.select([fd], [], [], 90)
+try:
+    os.read(fd, 320)
+except OSError as e:
+    print(e.strerror, time.monotonic() - t0 < 45)
+'''
+p = subprocess.Popen([sys.executable, "-c", prog], env=stub.env(), text=True,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+assert p.stdout.readline() == "open\\n"
+subprocess.run(["ip", "link", "set", "lo", "down"], check=True)  # the network is cut
+out, err = p.communicate(timeout=120)
+print(out + err, end="")
+"""
+
+
+def test_a_server_cut_off_without_a_reset_goes_away_within_the_keepalive(tmp_path):
+    """In a network namespace of its own, the tool's loopback goes down under an open
+    device: no reset ever comes, and TCP keepalive (10 s idle, 3 probes 5 s apart)
+    ends the device as a server that exits does."""
+    r = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", _CUT, str(Path(__file__).parent)],
+        capture_output=True, text=True, timeout=150, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Transport endpoint is not connected True", r.stdout
+    assert re.fullmatch(r"fabriclab: the fabric server '\S+' went away", lines[1]), r.stdout

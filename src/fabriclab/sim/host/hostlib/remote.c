@@ -239,6 +239,16 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
         return -1;
     int one = 1; /* each MAD goes at once (a request and its answer are small) */
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* a server machine that vanishes without a reset (a cut network) is found dead as a
+     * server that exits is: probes after 10 s idle, 3 unanswered 5 s apart; data
+     * unacknowledged for 30 s (tcp(7): TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT,
+     * TCP_USER_TIMEOUT) */
+    int idle = 10, intvl = 5, cnt = 3, user_ms = 30000;
+    setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(s, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
     uint8_t reply[FL_REPLY_SIZE + FL_TEXT_MAX];
     size_t got = 0;
     int err;
