@@ -1,4 +1,5 @@
-"""The commands that run a fabric and attach tools to it: up, down, status, exec, shims."""
+"""The commands that run a fabric and attach tools to it: up, down, status, exec, shims,
+attach."""
 
 from __future__ import annotations
 
@@ -272,3 +273,38 @@ def shims(
 
     written = tools.shims(fabric_name(name), node, directory, load=load_cluster, via=via)
     say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
+
+
+@command(commands)
+def attach(
+    tray: str = typer.Argument(..., help="The tray the tools run as (a host name)."),
+    directory: Path = typer.Argument(
+        ..., help="Where to write env, token, lib/ and bin/ (made if missing)."
+    ),
+    name: str | None = NameOpt,
+    at: str | None = typer.Option(
+        None,
+        "--at",
+        metavar="PATH",
+        help="Where the tray sees DIR (a bind mount's target), for env's default; default: DIR.",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write a directory that makes any machine, container or network namespace TRAY of
+    the running fabric: DIR/env to source, DIR/token, DIR/lib (the host library) and
+    DIR/bin (the tray's tools), with nothing of fabriclab installed there.
+
+    Over TCP when the fabric listens (up --host-listen), else through its socket file.
+
+    Example: fabriclab attach sched-worker1 ./tray && sh -c '. ./tray/env && ibstat'
+    """
+    from ..sim.run.attach import attach as write_attach
+
+    done = write_attach(fabric_name(name), tray, directory, load=load_cluster, at=at)
+    if json_out:
+        print_json(done)
+        return
+    say(
+        f"wrote {done['dir']} for tray {tray} of fabric {done['fabric']!r} "
+        f"({done['way']} {done['address']}): . {done['env']}"
+    )
