@@ -82,6 +82,7 @@ class TcpStub:
         self.lie = kw.get("lie", False)
         self.token = secrets.token_hex(32)
         self.conns: list[Conn] = []
+        self.tree_pids: list[int] = []  # who asked for a TREE
         self.issm_open = threading.Event()
         self.issm_closed = threading.Event()
         self.socks: list[socket.socket] = []
@@ -142,7 +143,7 @@ class TcpStub:
         c.close()
 
     def _answer(self, c: socket.socket, auth: bytes, raw: bytes) -> None:
-        magic, version, kind, _pid, index, _token, _r, tray = hostwire.HELLO.unpack_from(raw)
+        magic, version, kind, pid, index, _token, _r, tray = hostwire.HELLO.unpack_from(raw)
         assert magic == hostwire.MAGIC and version == hostwire.VERSION
         if self.reply is not None:
             c.sendall(self.reply)
@@ -151,6 +152,7 @@ class TcpStub:
         elif simwire.cstring(tray) != TRAY:
             self._reply(c, errno.ENODEV, text=f"{simwire.cstring(tray)}: no such tray")
         elif kind == hostwire.KIND_TREE:
+            self.tree_pids.append(pid)
             data = self.tree if self.tree is not None else archive(self.root)
             self._reply(c, value=len(data) if self.announce is None else self.announce)
             for at in range(0, len(data), hostwire.FRAME_MAX):

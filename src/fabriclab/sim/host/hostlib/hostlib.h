@@ -33,6 +33,7 @@
  *   remote.c  the same over TCP (FABRICLAB_HOST_ADDR): AUTH, framing, TREE's archive
  *   relay.c   a umad or issm device over TCP: a socketpair relayed by a thread
  *   unpack.c  TREE's archive checked and unpacked into a private directory
+ *   privdir.c that directory: where, whose, taken from an ancestor, removed
  *   tree.c    /sys/class/infiniband: the tray's tree, path rewriting, the stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
  *   open.c    the open family: umad and issm devices, or rewritten paths; close
@@ -118,7 +119,7 @@ FL_HIDDEN int server_gone(void);
 FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
                     int cloexec, char *text);
 
-/* --- the server over TCP (remote.c, relay.c, unpack.c) ----------------------------- */
+/* --- the server over TCP (remote.c, relay.c, unpack.c) ---------------------------- */
 
 /* hello() over TCP: the same answer; a umad or issm device is one end of a
  * SOCK_SEQPACKET socketpair relayed to the TCP stream, a TREE's text the directory its
@@ -133,6 +134,23 @@ FL_HIDDEN int relay_start(int tcp, int cloexec, char *text);
 /* Unpacks a TREE archive (`n` bytes) into this process's private directory; 0 with the
  * directory in `text`, or -1 with errno and what is wrong in `text`. */
 FL_HIDDEN int unpack_tree(const uint8_t *archive, size_t n, char *text);
+
+/* --- the private directory of a tree over TCP (privdir.c) ------------------------- */
+
+#define FL_STAMP ".fabriclab-tree" /* in its root: whose tree; its mtime, when fetched */
+
+/* Locks this process's directory (privdir_end unlocks) and opens it, made now (*fresh)
+ * when the process has none of its own; its path into `path` (PATH_MAX bytes).  The
+ * descriptor, or -1 with errno and `text` (unlocked). */
+FL_HIDDEN int privdir_begin(char *path, int *fresh, char *text);
+FL_HIDDEN void privdir_end(void);
+
+/* What a directory's stamp says (the server and the tray); its length. */
+FL_HIDDEN int privdir_stamp(char *buf, size_t n);
+
+/* The tree an ancestor of this process fetched from the same server for the same tray
+ * a moment ago, as this process's; 0 with its directory in `text`, or -1. */
+FL_HIDDEN int inherit_tree(char *text);
 
 /* --- the tray's tree (tree.c) ------------------------------------------------------ */
 

@@ -2,43 +2,23 @@
  * and unpacked into this process's private directory, which tree.c then uses as the
  * tree's root as it uses the directory a unix connection names.
  *
- * The archive (ib/hostwire.py): entries of FL_ENTRY_SIZE bytes (u8 type, u8 0, u16 LE
- * path length, u32 LE data length), the path, the data.  Nothing from the server is
- * trusted: every length is checked against what is left; a path is relative, at most
+ * The archive (ib/hostwire.py, ib/treearchive.py): entries of FL_ENTRY_SIZE bytes (u8
+ * type, u8 0, u16 LE path length, u32 LE data length), the path, the data.  Nothing
+ * from the server is trusted, and the whole archive is checked before anything is
+ * written: every length against what is left; a path is relative, at most
  * FL_ENTRY_PATH_MAX bytes, without NUL, empty, '.' or '..' components; a symlink's
  * target is relative, its '..' components come first and no more of them than the
  * link's depth, so (every directory on the way being a real one, every link checked
  * alike) it resolves inside the tree.  Entries are made under the private directory
  * with *at() calls from its descriptor, parents opened with O_NOFOLLOW, so nothing is
- * written through a link or outside.  The directory is made once per process (mkdtemp:
- * 0700, under $TMPDIR or /tmp) and removed when the process that made it exits;
+ * written through a link or outside.  The directory is this process's (privdir.c);
  * asking again rewrites it in place (each file and link to a temporary name, then
- * renamed over the old one).  Directories are 0755 and files 0444, as sysfs makes them
- * (fs/sysfs/dir.c, kernfs attributes 0444 when read-only); a process killed by a
- * signal, or replaced by exec, leaves its directory behind. */
+ * renamed over the old one), and it is stamped last, once whole.  Directories are
+ * 0755 and files 0444, as sysfs makes them (fs/sysfs/dir.c; kernfs attributes 0444
+ * when read-only). */
 #include "hostlib.h"
 
-#include <ftw.h>
-
 #define NEW ".fabriclab-new" /* the temporary name a file or link is written under */
-
-static pthread_mutex_t unpack_lock = PTHREAD_MUTEX_INITIALIZER;
-static char root[PATH_MAX]; /* the private directory, or "" */
-static pid_t root_pid;      /* the process that made it (and removes it) */
-
-static int drop(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    remove(path);
-    return 0;
-}
-
-/* The private directory goes with the process that made it (not a forked child). */
-__attribute__((destructor)) static void unpack_cleanup(void)
-{
-    if (root[0] && root_pid == getpid())
-        nftw(root, drop, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
 
 /* Whether `p` (n bytes) is a relative path of plain components. */
 static int plain_path(const char *p, size_t n)
@@ -179,14 +159,12 @@ static int make(int top, struct parent *c, int fresh, int type, const char *path
     return err ? (errno = err, -1) : 0;
 }
 
-/* Checks and unpacks every entry of the archive into `top`; 0, or -1 with errno and
- * the reason in `text`. */
-static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *text)
+/* Goes through the archive's entries: checks each (cache NULL), or makes each under
+ * `top` (they were all checked); 0, or -1 with errno and the reason in `text`. */
+static int entries(int top, int fresh, struct parent *cache, const uint8_t *a, size_t n,
+                   char *text)
 {
-    size_t at = 0, count = 0;
-    struct parent cache = {.fd = -1};
-    int r = 0;
-    while (!r && at < n) {
+    for (size_t at = 0, count = 0; at < n; count++) {
         if (n - at < FL_ENTRY_SIZE) {
             snprintf(text, FL_TEXT_MAX, "entry %zu is cut short", count);
             return errno = EPROTO, -1;
@@ -212,16 +190,27 @@ static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *tex
             bad = "is a symbolic link that points out of the tree";
         if (bad) {
             snprintf(text, FL_TEXT_MAX, "entry %zu %s", count, bad);
-            errno = EPROTO, r = -1;
-        } else if (make(top, &cache, fresh, type, path, plen, data, dlen) < 0) {
+            return errno = EPROTO, -1;
+        }
+        if (cache && make(top, cache, fresh, type, path, plen, data, dlen) < 0) {
             int e = errno;
             snprintf(text, FL_TEXT_MAX, "entry %zu (%.*s) cannot be made: %s", count,
                      (int)(plen < 200 ? plen : 200), path, strerror(e));
-            errno = e, r = -1;
+            return errno = e, -1;
         }
         at += FL_ENTRY_SIZE + plen + dlen;
-        count++;
     }
+    return 0;
+}
+
+/* Checks every entry of the archive, then (all good) makes them under `top`; 0, or -1
+ * with errno and the reason in `text`. */
+static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *text)
+{
+    struct parent cache = {.fd = -1};
+    int r = entries(top, fresh, NULL, a, n, text);
+    if (!r)
+        r = entries(top, fresh, &cache, a, n, text);
     int err = errno;
     if (cache.fd >= 0)
         NEXT(close)(cache.fd);
@@ -233,42 +222,28 @@ static int unpack_into(int top, int fresh, const uint8_t *a, size_t n, char *tex
  * the directory in `text`, or -1 with errno and what is wrong in `text`. */
 int unpack_tree(const uint8_t *archive, size_t n, char *text)
 {
-    char why[FL_TEXT_MAX];
-    int r = -1, err = 0;
-    pthread_mutex_lock(&unpack_lock);
-    int fresh = !root[0];
-    if (fresh) {
-        const char *tmp = getenv("TMPDIR");
-        int k = snprintf(root, sizeof root, "%s/fabriclab-tree-XXXXXX",
-                         tmp && *tmp ? tmp : "/tmp");
-        if (k >= PATH_MAX - 256 || !mkdtemp(root)) { /* room for the tree's own paths */
-            err = k >= PATH_MAX - 256 ? ENAMETOOLONG : errno;
-            snprintf(text, FL_TEXT_MAX,
-                     "cannot make a directory for the tray's tree (%.1024s): %s", root,
-                     strerror(err));
-            root[0] = '\0';
-            goto out;
-        }
-        root_pid = getpid();
+    char why[FL_TEXT_MAX], root[PATH_MAX];
+    int fresh;
+    int top = privdir_begin(root, &fresh, text);
+    if (top < 0)
+        return -1;
+    int r = unpack_into(top, fresh, archive, n, why);
+    if (!r) { /* stamped last: another process may take it once it is whole */
+        char stamp[512];
+        int k = privdir_stamp(stamp, sizeof stamp);
+        if (k > 0 && k < (int)sizeof stamp &&
+            make_new(top, NEW, FL_ENTRY_FILE, (const uint8_t *)stamp, (size_t)k) == 0)
+            renameat(top, NEW, top, FL_STAMP);
     }
-    int top = NEXT(open)(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (top < 0) {
-        err = errno;
-        snprintf(text, FL_TEXT_MAX, "cannot open the tray's tree %.1024s: %s", root,
-                 strerror(err));
-        goto out;
-    }
-    r = unpack_into(top, fresh, archive, n, why);
-    err = errno;
+    int err = errno;
     NEXT(close)(top);
+    privdir_end();
     if (r)
         snprintf(text, FL_TEXT_MAX,
                  "the fabric server '%.256s' sent a tree that is not one: %.1024s",
                  server_name, why);
     else
         memcpy(text, root, strlen(root) + 1); /* shorter than PATH_MAX - 256 */
-out:
-    pthread_mutex_unlock(&unpack_lock);
     errno = err;
     return r;
 }
