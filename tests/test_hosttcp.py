@@ -361,3 +361,16 @@ def test_a_packet_that_comes_in_pieces_is_read_whole_and_never_past_its_end():
     finally:
         a.close()
         b.close()
+
+
+def test_a_connection_that_never_says_what_it_is_is_closed(fabric):
+    """One that sends nothing, and one that stops after its token: each closed after
+    the few seconds a connection has to say what it is (hostgate.HELLO_WAIT)."""
+    _srv, cluster, tcp = fabric
+    mute, half = _dial(tcp), _dial(tcp)
+    half.sendall(LEN.pack(64) + TOKEN_BYTES)
+    for s in (mute, half):
+        s.settimeout(20)
+        assert s.recv(1) == b""  # closed by the server, nothing said
+        s.close()
+    _serves(tcp, cluster)
