@@ -1,4 +1,5 @@
-"""The commands that run a fabric and attach tools to it: up, down, status, exec, shims."""
+"""The commands that run a fabric and attach tools to it: up, down, status, exec, shims,
+attach."""
 
 from __future__ import annotations
 
@@ -57,12 +58,20 @@ def up(
         help="Remote mode: serve UDP on [HOST:]PORT (tools set IBSIM_SERVER_NAME/PORT; "
         "libumad2sim only); a non-loopback HOST needs --allow.",
     ),
-    allow: str | None = typer.Option(
+    host_listen: str | None = typer.Option(
+        None,
+        "--host-listen",
+        metavar="[HOST:]PORT",
+        help="Also serve the host library over TCP on [HOST:]PORT (HOST default 127.0.0.1; "
+        "PORT 0: a free one), with a token kept 0600 in the state directory; trays in "
+        "other network namespaces or machines reach it (see 'fabriclab attach').",
+    ),
+    allow: list[str] | None = typer.Option(
         None,
         "--allow",
         metavar="NETWORK[,…]",
-        help="Remote mode: the networks that may attach, NETWORK[,NETWORK…] (CIDR); others "
-        "are ignored.  Default: loopback.",
+        help="Remote mode and --host-listen: the networks that may attach (CIDR, "
+        "repeatable); others are ignored (UDP) or refused (TCP).  Default: loopback.",
     ),
     allow_user: list[str] | None = typer.Option(
         None,
@@ -157,7 +166,8 @@ def up(
             name=name,
             trays=trays,
             listen=listen,
-            allow=allow,
+            allow=",".join(allow) if allow else None,
+            host_listen=host_listen,
             allow_user=allow_user or [],
             max_clients=max_clients,
             sm=sm,
@@ -263,3 +273,38 @@ def shims(
 
     written = tools.shims(fabric_name(name), node, directory, load=load_cluster, via=via)
     say(f"wrote {len(written)} wrappers to {directory}: {' '.join(written)}")
+
+
+@command(commands)
+def attach(
+    tray: str = typer.Argument(..., help="The tray the tools run as (a host name)."),
+    directory: Path = typer.Argument(
+        ..., help="Where to write env, token, lib/ and bin/ (made if missing)."
+    ),
+    name: str | None = NameOpt,
+    at: str | None = typer.Option(
+        None,
+        "--at",
+        metavar="PATH",
+        help="Where the tray sees DIR (a bind mount's target), for env's default; default: DIR.",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write a directory that makes any machine, container or network namespace TRAY of
+    the running fabric: DIR/env to source, DIR/token, DIR/lib (the host library) and
+    DIR/bin (the tray's tools), with nothing of fabriclab installed there.
+
+    Over TCP when the fabric listens (up --host-listen), else through its socket file.
+
+    Example: fabriclab attach sched-worker1 ./tray && sh -c '. ./tray/env && ibstat'
+    """
+    from ..sim.run.attach import attach as write_attach
+
+    done = write_attach(fabric_name(name), tray, directory, load=load_cluster, at=at)
+    if json_out:
+        print_json(done)
+        return
+    say(
+        f"wrote {done['dir']} for tray {tray} of fabric {done['fabric']!r} "
+        f"({done['way']} {done['address']}): . {done['env']}"
+    )

@@ -27,7 +27,8 @@ connection is:
   capability is set while the connection lives.  REPLY ``err`` EBUSY: another holds it.
 - ``TREE``: where the tray's /sys tree is (REPLY ``text``: the directory holding
   ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker and kept
-  fresh for REPLY ``value`` ms after (0: unsaid); the library asks again within that.
+  fresh for REPLY ``token`` ms after (0: unsaid); the library asks again within that
+  (over TCP too, where ``value`` is the archive's size).
 - ``REGISTER``: an agent of the UMAD connection ``token`` registered with a method mask,
   so requests of its class, version (and OUI) and methods reach it; the HELLO is
   followed by the ``ib_user_mad_reg_req2`` (:data:`.umad.REG_REQ2`, ``id`` = the agent).
@@ -72,3 +73,17 @@ MORE = 0x80000000  # in a first frame's header status: pieces follow
 # 16 MiB holds the tables of a fabric a thousand times that.
 MESSAGE_MAX = 16 << 20
 SOCKET_KIND = "host"  # the listening socket is the file <name>.host
+
+# --- over TCP (FABRICLAB_HOST_ADDR; the library's remote.c) ---------------------------
+# Each packet above goes on the stream as a 4-byte little-endian length N, 1 <= N <=
+# FRAME_MAX, then its N bytes.  A connection starts with AUTH (the token's TOKEN_SIZE
+# ASCII hex characters) then the HELLO.  TREE's REPLY has value = the archive's size
+# (<= TREE_MAX) and empty text; the archive follows in packets: entries, each ENTRY
+# (type, 0, path length, data length) then the path (relative, no '.' or '..', at most
+# ENTRY_PATH_MAX bytes) and the data (a file's content, a symlink's target).
+LENGTH = struct.Struct("<I")  # a packet's length on the stream
+TOKEN_SIZE = 64  # secrets.token_hex(32)
+TREE_MAX = 16 * 1024 * 1024  # bytes of a TREE archive
+ENTRY = struct.Struct("<BBHI")  # u8 type, u8 0, u16 path length, u32 data length
+ENTRY_DIR, ENTRY_FILE, ENTRY_SYMLINK = 1, 2, 3
+ENTRY_PATH_MAX = 1024

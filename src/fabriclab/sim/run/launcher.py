@@ -27,6 +27,7 @@ from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
 from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
+from ..wire.hosttcp import HostTcp, make_token, parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
 from . import detach, progress
 from .admin import AdminServer, admin_path
@@ -46,7 +47,8 @@ class UpRequest:
     name: str = simwire.DEFAULT_NAME
     trays: int | None = None
     listen: str | None = None  # [HOST:]PORT: remote (UDP) mode
-    allow: str | None = None  # NETWORK[,NETWORK...] that may attach in remote mode
+    allow: str | None = None  # NETWORK[,NETWORK...] that may attach (UDP or TCP)
+    host_listen: str | None = None  # [HOST:]PORT: the host library over TCP too
     allow_user: list[str] = field(default_factory=list)
     max_clients: int = admission.DEFAULT_MAX_CLIENTS
     sm: bool = False
@@ -69,6 +71,7 @@ class UpRequest:
         """The command serving this request in the foreground (what ``--detach`` runs)."""
         argv = [*python_argv(), "up", self.spec, "--name", self.name]
         argv += ["-" + "v" * self.verbose] if self.verbose else []
+        argv += ["--host-listen", self.host_listen] if self.host_listen else []
         argv += (["--listen", self.listen] if self.listen else []) + (
             ["--trays", str(self.trays)] if self.trays else []
         )
@@ -92,7 +95,21 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     once the subnet is up), or in the foreground until SIGTERM or SIGINT."""
     check_name(req.name)
     addr = parse_listen(req.listen)
-    networks = admission.exposure(addr, admission.parse_networks(req.allow))
+    if req.host_listen is not None:
+        if addr is not None:
+            raise InputError(
+                [
+                    Problem(
+                        "--host-listen",
+                        "not with --listen: the host library is for a "
+                        "fabric served on this machine's sockets",
+                    )
+                ]
+            )
+        parse_host_listen(req.host_listen)
+        parse_allow([req.allow] if req.allow else None)
+    udp_allow = None if req.host_listen else admission.parse_networks(req.allow)
+    networks = admission.exposure(addr, udp_allow)
     policy = admission.Policy(
         uids=admission.parse_users(req.allow_user),
         networks=networks,
@@ -154,6 +171,13 @@ def _up_detached(
     say(f"fabric {req.name!r} up: {cluster.name}, pid {inst.pid}, log {log_file}")
     try:
         _wait_ready(req, inst, relay)
+        if req.host_listen is not None:
+            rec = Instance.load(req.name)
+            if rec.host_listen:
+                say(
+                    f"host library over TCP at {host_port(rec.host_listen)}, "
+                    f"its token in {rec.host_token}"
+                )
     except BaseException:  # up failed or was given up: it leaves no server behind
         with contextlib.suppress(NotRunning):
             stop(req.name)
@@ -225,8 +249,11 @@ def _serve(
         ) from None
     live, admin = _go_live(req, cluster, srv)
     link = None
-    if addr is None:  # the host library is for tools on this machine
+    tcp = None
+    if addr is None:  # the host library is for tools on this machine (or, told, over TCP)
         link = _host_link(cluster, srv, name)
+        if req.host_listen is not None:
+            tcp = _host_tcp(link, req)
     inst = Instance(
         name,
         os.getpid(),
@@ -238,6 +265,10 @@ def _serve(
     )
     inst.note_server(os.getpid())
     inst.host_socket = str(link.path) if link is not None else None
+    if tcp is not None:
+        inst.host_listen = list(tcp.addr)
+        inst.host_token = str(token_path(state_dir(), name))
+        say(f"host library over TCP at {host_port(tcp.addr)}, its token in {inst.host_token}")
     sm_proc = None
     if req.with_sm:
         sm_proc = start_sm(
@@ -282,6 +313,9 @@ def _serve(
         if sm_proc is not None:
             stop_sm(sm_proc, srv)
         admin.close()
+        if tcp is not None:
+            tcp.close()
+            token_path(state_dir(), name).unlink(missing_ok=True)
         if link is not None:
             link.close()
         live.close()
@@ -349,6 +383,28 @@ def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
     return link
 
 
+def _host_tcp(link: HostLink, req: UpRequest) -> HostTcp:
+    """The host protocol over TCP at ``up --host-listen``, with a fresh token kept 0600
+    in the state directory."""
+    assert req.host_listen is not None
+    addr = parse_host_listen(req.host_listen)
+    token = make_token(token_path(state_dir(), req.name))
+    tcp = HostTcp(link, req.name, addr, parse_allow([req.allow] if req.allow else None), token)
+    try:
+        tcp.bind()
+    except OSError as e:
+        raise InputError(
+            [Problem(f"--host-listen {req.host_listen}", f"cannot listen: {e.strerror}")]
+        ) from None
+    return tcp
+
+
+def host_port(addr) -> str:
+    """(host, port) as HOST:PORT ([HOST]:PORT for IPv6)."""
+    host, port = addr[0], addr[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def parse_listen(text: str | None) -> tuple[str, int] | None:
     """``[HOST:]PORT`` for remote (UDP) mode."""
     if text is None:
@@ -386,6 +442,8 @@ def status() -> list[tuple[str, str, str, str, str]]:
             if inst.listen
             else f"IBSIM_SOCKNAME={inst.name}"
         )
+        if inst.host_listen:
+            reach += f", TCP {host_port(inst.host_listen)}"
         smstate = "-" if not inst.sm_pid else ("subnet up" if subnet_up(inst) else "sweeping")
         spec = inst.spec + (f" x{inst.trays}" if inst.trays else "")
         rows.append((inst.name, str(inst.pid), spec, reach, smstate))

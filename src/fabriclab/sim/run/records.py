@@ -45,6 +45,8 @@ class Instance:
     sm_start: int | None = None
     sm_cmdline: list | None = None
     host_socket: str | None = None  # the host library's socket (a local fabric's)
+    host_listen: list | None = None  # [host, port]: the host library over TCP
+    host_token: str | None = None  # ... and the file holding its token
 
     @property
     def path(self) -> Path:

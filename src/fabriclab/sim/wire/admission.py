@@ -122,7 +122,9 @@ def exposure(listen: tuple[str, int] | None, networks: Networks | None) -> Netwo
     authentication and every host that can reach the port could drive the fabric."""
     if listen is None:
         if networks is not None:
-            raise InputError([Problem("--allow", "only applies to remote mode (--listen)")])
+            raise InputError(
+                [Problem("--allow", "only applies to remote mode (--listen) or --host-listen")]
+            )
         return ()
     host, port = listen
     if networks is not None:

@@ -31,6 +31,7 @@ class Peer:
     pid: int
     uid: int
     gid: int
+    addr: str = ""  # over TCP: its address (then pid is the one its HELLO names)
 
 
 def peer_of(c: socket.socket) -> Peer:

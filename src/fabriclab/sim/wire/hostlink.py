@@ -211,6 +211,12 @@ class HostLink:
         except OSError:
             raw = b""
         self._forget_pending(c)
+        self.greet(c, peer, raw)
+
+    def greet(self, c: socket.socket, peer: Peer, raw: bytes) -> None:
+        """Answer the HELLO ``raw`` that ``c`` (from ``peer``) began with: the connection
+        is kept (an open umad or issm file) or closed.  A TCP connection (:mod:`.hosttcp`)
+        comes here too, once its token is checked: its packets are framed by ``c``."""
         keep = False
         try:
             if len(raw) < hostwire.HELLO.size:
@@ -222,8 +228,12 @@ class HostLink:
             tray = simwire.cstring(tray_raw)
             rest = raw[hostwire.HELLO.size :]
             if kind == hostwire.KIND_TREE:
-                root = str(self.tree(tray))
-                self._reply(c, 0, 0, int(self.tree_live * 1000), root)
+                live_ms = int(self.tree_live * 1000)  # REPLY token: the keep-fresh time
+                send_tree = getattr(c, "send_tree", None)
+                if send_tree is not None:  # over TCP: the tree itself, not where it is
+                    send_tree(self.tree(tray), live_ms)
+                else:
+                    self._reply(c, 0, live_ms, 0, str(self.tree(tray)))
             elif kind == hostwire.KIND_UMAD:
                 cl = self._open_umad(c, tray, index, peer)
                 keep = True
@@ -253,14 +263,16 @@ class HostLink:
             + text.encode()[: hostwire.TEXT_MAX]
         )
         try:
-            socket.socket.send(c, data)
+            getattr(c, "send_packet", functools.partial(socket.socket.send, c))(data)
         except OSError:
             pass
 
     @staticmethod
     def _check_pid(peer: Peer, pid: int) -> None:
         """The pid a HELLO names is its sender's: as we see it, or (in a container) as
-        its own PID namespace does."""
+        its own PID namespace does.  Over TCP the token is the proof (its pid is its own)."""
+        if peer.addr:
+            return
         if pid != peer.pid and procfs.nspids(peer.pid)[-1:] != [pid]:
             raise _Refusal(errno.EPERM, f"it claims pid {pid} but is pid {peer.pid}")
 
@@ -293,15 +305,16 @@ class HostLink:
             raise _Refusal(
                 errno.EMFILE, f"the server holds its limit of {transport.capacity} clients"
             )
-        sender = ("uid", peer.uid)
-        if not privileged(peer.uid) and transport.per_sender <= sum(
+        sender = _sender(peer)
+        most = transport.per_sender if not peer.addr else max(1, transport.capacity // 2)
+        if not privileged(peer.uid) and most <= sum(
             1 for c in clients.values() if c.sender == sender
         ):
-            raise _Refusal(
-                errno.EMFILE, f"uid {peer.uid} holds its limit of {transport.per_sender} clients"
-            )
+            who = peer.addr or f"uid {peer.uid}"
+            raise _Refusal(errno.EMFILE, f"{who} holds its limit of {most} clients")
         cid = next(i for i in range(transport.capacity) if i not in clients)
-        sock = UmadSocket(fileno=c.detach())
+        umad_socket = getattr(c, "umad_socket", None)  # a TCP connection's: framed
+        sock = umad_socket() if umad_socket is not None else UmadSocket(fileno=c.detach())
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SNDBUF)
@@ -310,6 +323,7 @@ class HostLink:
         sock.setup(self.mads)
         pid = peer.pid
         cl = Client(cid, pid, port, 1, False, tray, sock, sender=sender, pid=pid, agents={})
+        cl.host = f"tcp {peer.addr}" if peer.addr else ""
         sock.client = cl
         transport.attach(cl)
         log.info("client %d (host library, pid %d) attached at %s", cid, pid, port.ref())
@@ -322,7 +336,7 @@ class HostLink:
         ):
             raise _Refusal(errno.EBUSY, f"an SM holds issm{index} of {tray}")
         pid = peer.pid
-        holder = Client(-1, pid, port, 0, False, tray, c, sender=("uid", peer.uid), pid=pid)
+        holder = Client(-1, pid, port, 0, False, tray, c, sender=_sender(peer), pid=pid)
         self._issm[port] = (c, holder)
         self.set_issm(holder, True)
         self.transport.watch(c.fileno(), lambda: self._issm_ready(port))
@@ -349,7 +363,7 @@ class HostLink:
         cl = self.transport.clients.get(token)
         if cl is None or cl.agents is None:
             raise _Refusal(errno.EINVAL, f"no umad connection {token}")
-        if cl.pid != peer.pid:
+        if cl.pid != peer.pid or cl.sender != _sender(peer):
             raise _Refusal(errno.EPERM, f"umad connection {token} is not pid {peer.pid}'s")
         return cl
 
@@ -415,6 +429,11 @@ class HostLink:
     def client_left(self, cl: Client) -> None:
         """Forget what waited for ``cl``."""
         self.mads.client_left(cl)
+
+
+def _sender(peer: Peer) -> tuple:
+    """Whose quota a connection of ``peer`` uses: its uid's, or over TCP its address's."""
+    return ("host", peer.addr) if peer.addr else ("uid", peer.uid)
 
 
 class _Refusal(Exception):

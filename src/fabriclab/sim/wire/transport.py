@@ -401,8 +401,8 @@ class Transport:
                     if cl.inode and cl.inode not in live:
                         self.detach(cl, "its data socket is gone")
                 return
-            for cl in list(self.clients.values()):
-                if cl.pid and not _exists(cl.pid):
+            for cl in list(self.clients.values()):  # (a TCP client's pid is not ours)
+                if cl.pid and not cl.host and not _exists(cl.pid):
                     self.detach(cl, f"its process {cl.pid} is gone")
             bound = procfs.abstract_names(self._proc[0].read())
         except OSError as e:

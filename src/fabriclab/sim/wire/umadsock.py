@@ -85,7 +85,7 @@ class UmadSocket(socket.socket):
         self.started = 0.0
         self.out = bytearray(umad.HDR_SIZE + MAD_SIZE)
         self.out_mad = memoryview(self.out)[umad.HDR_SIZE :]
-        # bound once: these run per MAD
+        # bound once: these run per MAD (a TCP connection's, .hosttcp, frame each packet)
         self._recv = functools.partial(socket.socket.recv_into, self)
         self._send = functools.partial(socket.socket.send, self)
         self._tbuf = mads.transport.buf
@@ -261,7 +261,7 @@ class UmadSocket(socket.socket):
             0,
         )
         frame[umad.HDR_SIZE :] = head
-        return socket.socket.send(self, frame)
+        return self._send(frame)
 
     def _send_long(self, body: bytes) -> int:
         """A message in pieces of at most FRAME_MAX bytes (hostwire), the first marked."""
@@ -278,7 +278,7 @@ class UmadSocket(socket.socket):
             )
             return len(body)
         if len(body) <= step:
-            return socket.socket.send(self, body)
+            return self._send(body)
         first = bytearray(body[:step])
         status = int.from_bytes(first[umad.STATUS_AT : umad.STATUS_AT + 4], "little")
         first[umad.STATUS_AT : umad.STATUS_AT + 4] = (status | hostwire.MORE).to_bytes(4, "little")
@@ -295,7 +295,7 @@ class UmadSocket(socket.socket):
         for f in frames:
             while True:
                 try:
-                    socket.socket.send(self, f)
+                    self._send(f)
                     break
                 except BlockingIOError:
                     left = deadline - time.monotonic()

@@ -1,6 +1,7 @@
 /* fabriclab's host library: configuration from the environment (which fabric server,
- * where its socket is, whose it must be, which tray), the messages said once when the
- * server fails us, and gethostname and uname (the tray's name). */
+ * where its socket is, whose it must be, or its TCP address and token; which tray), the
+ * messages said once when the server fails us, and gethostname and uname (the tray's
+ * name). */
 #include "hostlib.h"
 
 #include <sys/utsname.h>
@@ -13,6 +14,8 @@ socklen_t server_len;
 uid_t server_owner;
 char config_problem[256];
 int said_failure, said_gone;
+int remote;
+char remote_host[256], remote_port[8], remote_token[FL_TOKEN_SIZE];
 
 /* Where the server's socket is when FABRICLAB_HOST_SOCKET does not say: `<name>.host`
  * in the state directory, found as fabriclab finds it (fabriclab.statedir):
@@ -31,6 +34,67 @@ static int derive_path(char *buf, size_t n)
                     (unsigned)geteuid(), server_name, FL_SOCKET_KIND);
 }
 
+/* FABRICLAB_HOST_ADDR: HOST:PORT, [IPv6]:PORT or NAME:PORT into remote_host and
+ * remote_port; 0, or -1 with config_problem said. */
+static int parse_addr(const char *addr)
+{
+    const char *colon = strrchr(addr, ':'), *host = addr;
+    size_t n = colon ? (size_t)(colon - addr) : 0;
+    if (addr[0] == '[') { /* [IPv6]:PORT (RFC 3986 host syntax) */
+        host = addr + 1;
+        n = colon && colon > addr && colon[-1] == ']' ? (size_t)(colon - addr) - 2 : 0;
+    }
+    const char *port = colon ? colon + 1 : "";
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(port, &end, 10);
+    if (!n || n >= sizeof remote_host || memchr(host, '[', n) || memchr(host, ']', n) ||
+        (addr[0] != '[' && memchr(host, ':', n)) || !*port || *end || errno || !v ||
+        v > 65535 || port[0] < '0' || port[0] > '9') {
+        snprintf(config_problem, sizeof config_problem,
+                 "FABRICLAB_HOST_ADDR '%.64s' is not HOST:PORT (or [IPv6]:PORT)", addr);
+        return -1;
+    }
+    memcpy(remote_host, host, n);
+    remote_host[n] = '\0';
+    snprintf(remote_port, sizeof remote_port, "%lu", v);
+    return 0;
+}
+
+/* FABRICLAB_HOST_TOKEN_FILE, read once: a regular file of at most 128 bytes holding the
+ * 64 lowercase hex characters (and a newline) that `up` wrote; into remote_token. */
+static void read_token(const char *path)
+{
+    if (!path || !*path) {
+        snprintf(config_problem, sizeof config_problem,
+                 "FABRICLAB_HOST_ADDR is set but FABRICLAB_HOST_TOKEN_FILE is not");
+        return;
+    }
+    char buf[129];
+    ssize_t n = -1;
+    struct stat st;
+    int fd = NEXT(open)(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 129)
+        n = NEXT(read)(fd, buf, sizeof buf);
+    if (fd >= 0)
+        NEXT(close)(fd);
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    int ok = n == FL_TOKEN_SIZE;
+    for (ssize_t i = 0; ok && i < n; i++)
+        ok = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+    if (ok)
+        memcpy(remote_token, buf, FL_TOKEN_SIZE);
+    else if (err)
+        snprintf(config_problem, sizeof config_problem,
+                 "cannot read the token file %.128s: %s", path, strerror(err));
+    else
+        snprintf(config_problem, sizeof config_problem,
+                 "the token file %.128s does not hold a fabric's token (64 hex characters)",
+                 path);
+}
+
 /* Reads the environment: the server's socket (a file in its owner's 0700 state
  * directory: FABRICLAB_HOST_SOCKET, else derived) and the uid the server must run as
  * (FABRICLAB_OWNER, else this process's own); what is wrong goes to config_problem. */
@@ -44,6 +108,13 @@ static void config_init(void)
         tray_name = "";
     if (!server_name)
         return;
+    const char *addr = getenv("FABRICLAB_HOST_ADDR");
+    if (addr && *addr) { /* over TCP: the token is the proof, not uids */
+        remote = 1;
+        if (!parse_addr(addr))
+            read_token(getenv("FABRICLAB_HOST_TOKEN_FILE"));
+        return;
+    }
     server_owner = geteuid();
     const char *owner = getenv("FABRICLAB_OWNER");
     if (owner && *owner) {

@@ -76,7 +76,6 @@ static ssize_t reply_in_time(int s, unsigned char *reply)
     }
 }
 
-__thread uint32_t reply_value;
 
 /* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
  * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
@@ -87,6 +86,8 @@ __thread uint32_t reply_value;
 int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
           int cloexec, char *text)
 {
+    if (remote)
+        return remote_hello(kind, index, token, extra, n, cloexec, text);
     if (config_problem[0]) {
         snprintf(text, FL_TEXT_MAX, "%s", config_problem);
         errno = EINVAL;
@@ -189,7 +190,6 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
             if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
                 text[i] = ' ';
         *token = r->token;
-        reply_value = r->value;
         if (!r->err)
             return s;
         err = r->err;

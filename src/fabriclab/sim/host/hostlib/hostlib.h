@@ -21,7 +21,8 @@
  * FABRICLAB_HOST_SOCKET (its socket file, in the owner's 0700 state directory; unset:
  * derived from the state directory as fabriclab does), FABRICLAB_OWNER (the uid the
  * server must run as, besides root; unset: this process's) and FABRICLAB_TRAY (the
- * tray's host name).  Every process under the preload loads this
+ * tray's host name); or FABRICLAB_HOST_ADDR (HOST:PORT: the server over TCP, remote.c) and
+ * FABRICLAB_HOST_TOKEN_FILE (its token).  Every process under the preload loads this
  * (dash, cat, python), so nothing happens at load time: configuration is read on the
  * first path or file that may be ours, and libc's functions are looked up lazily.
  *
@@ -43,6 +44,10 @@
  *   config.c  the environment (which server, where, whose; which tray), messages said
  *             once, gethostname and uname
  *   hello.c   a connection to the server: HELLO and its REPLY, each within WAIT_MS
+ *   remote.c  the same over TCP (FABRICLAB_HOST_ADDR): AUTH, framing, TREE's archive
+ *   relay.c   a umad or issm device over TCP: a socketpair relayed by a thread
+ *   unpack.c  TREE's archive checked and unpacked into a private directory
+ *   privdir.c that directory: where, whose, taken from an ancestor, removed
  *   tree.c    /sys/class/infiniband: the tray's tree (kept fresh), path rewriting, the
  *             stat family
  *   dirs.c    directories of the tree listed in the kernel's (kernfs) order
@@ -114,6 +119,9 @@ extern FL_HIDDEN socklen_t server_len;    /* 0: the path does not fit an address
 extern FL_HIDDEN uid_t server_owner;      /* FABRICLAB_OWNER: the server's uid, or root */
 extern FL_HIDDEN char config_problem[256]; /* what is wrong with the environment, or "" */
 extern FL_HIDDEN int said_failure, said_gone; /* each message is printed once per process */
+extern FL_HIDDEN int remote;              /* FABRICLAB_HOST_ADDR: the server is over TCP */
+extern FL_HIDDEN char remote_host[256], remote_port[8]; /* its host and port */
+extern FL_HIDDEN char remote_token[FL_TOKEN_SIZE]; /* FABRICLAB_HOST_TOKEN_FILE's token */
 
 /* Whether this process talks to a fabric server at all. */
 FL_HIDDEN int active(void);
@@ -136,10 +144,42 @@ FL_HIDDEN int server_gone(struct ufd *u, int fd);
 /* --- connections to the server (hello.c) ------------------------------------------- */
 
 /* A connection of `kind` after HELLO and REPLY: the socket, or -1 with errno and what
- * went wrong in `text`.  The REPLY's value goes to reply_value (this thread's). */
+ * went wrong in `text`. */
 FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
                     int cloexec, char *text);
-extern FL_HIDDEN __thread uint32_t reply_value;
+
+/* --- the server over TCP (remote.c, relay.c, unpack.c) ---------------------------- */
+
+/* hello() over TCP: the same answer; a umad or issm device is one end of a
+ * SOCK_SEQPACKET socketpair relayed to the TCP stream, a TREE's text the directory its
+ * archive was unpacked into. */
+FL_HIDDEN int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra,
+                           size_t n, int cloexec, char *text);
+
+/* The application's end of a socketpair whose other end a thread relays to and from
+ * the TCP connection `tcp` (which it owns from now on); -1 with errno and `text`. */
+FL_HIDDEN int relay_start(int tcp, int cloexec, char *text);
+
+/* Unpacks a TREE archive (`n` bytes) into this process's private directory; 0 with the
+ * directory in `text`, or -1 with errno and what is wrong in `text`. */
+FL_HIDDEN int unpack_tree(const uint8_t *archive, size_t n, char *text);
+
+/* --- the private directory of a tree over TCP (privdir.c) ------------------------- */
+
+#define FL_STAMP ".fabriclab-tree" /* in its root: whose tree; its mtime, when fetched */
+
+/* Locks this process's directory (privdir_end unlocks) and opens it, made now (*fresh)
+ * when the process has none of its own; its path into `path` (PATH_MAX bytes).  The
+ * descriptor, or -1 with errno and `text` (unlocked). */
+FL_HIDDEN int privdir_begin(char *path, int *fresh, char *text);
+FL_HIDDEN void privdir_end(void);
+
+/* What a directory's stamp says (the server and the tray); its length. */
+FL_HIDDEN int privdir_stamp(char *buf, size_t n);
+
+/* The tree an ancestor of this process fetched from the same server for the same tray
+ * a moment ago, as this process's; 0 with its directory in `text`, or -1. */
+FL_HIDDEN int inherit_tree(char *text);
 
 /* --- the tray's tree (tree.c) ------------------------------------------------------ */
 

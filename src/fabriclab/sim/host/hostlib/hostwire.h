@@ -24,6 +24,17 @@
 #define FL_MESSAGE_MAX (16 << 20) /* bytes of one message, header included, either way */
 #define FL_SOCKET_KIND "host"    /* the listening socket is the file <name>.host */
 
+/* over TCP (FABRICLAB_HOST_ADDR): each packet as a u32 LE length then its bytes; AUTH
+ * (the token) before the HELLO; TREE's archive after its REPLY, in entries */
+#define FL_LENGTH_SIZE 4         /* a packet's length on the stream */
+#define FL_TOKEN_SIZE 64         /* the token: 64 hex characters */
+#define FL_TREE_MAX (16 * 1024 * 1024) /* bytes of a TREE archive */
+#define FL_ENTRY_SIZE 8          /* u8 type, u8 0, u16 path length, u32 data length */
+#define FL_ENTRY_DIR 1
+#define FL_ENTRY_FILE 2
+#define FL_ENTRY_SYMLINK 3
+#define FL_ENTRY_PATH_MAX 1024
+
 /* HELLO: the first frame of every connection (little-endian, as on amd64) */
 struct fl_hello {
     uint32_t magic;

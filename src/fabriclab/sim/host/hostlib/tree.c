@@ -28,7 +28,7 @@ static long long now_ms(void)
 }
 
 /* Asks the server where the tray's tree is (a TREE round trip, which also has the
- * server write it fresh now and keep it fresh for the time its REPLY's value gives, in
+ * server write it fresh now and keep it fresh for the time its REPLY's token gives, in
  * ms); the first answer's root stays the root.  `first`: a failure is said (once). */
 static void tree_ask(int first)
 {
@@ -36,7 +36,7 @@ static void tree_ask(int first)
     uint32_t token = 0, live_ms = 0;
     int s = hello(FL_KIND_TREE, 0, &token, NULL, 0, 1, text);
     if (s >= 0)
-        live_ms = reply_value;
+        live_ms = token; /* TREE's REPLY token: how long the server keeps it fresh */
     size_t n = s < 0 ? 0 : strlen(text);
     while (n && (text[n - 1] == '\n' || text[n - 1] == '/'))
         text[--n] = '\0';
