@@ -13,7 +13,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = Path("src/fabriclab/sim/host/hostlib")
 LIBRARY = "libfabriclab-umad.so"
-CFLAGS = ["-O2", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror"]
+CFLAGS = ["-O2", "-fPIC", "-shared", "-pthread", "-fexceptions", "-Wall", "-Wextra", "-Werror"]
 
 
 class CustomBuildHook(BuildHookInterface):

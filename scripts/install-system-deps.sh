@@ -10,6 +10,10 @@
 #                                (node_exporter 1.5 / 1.9, Prometheus 2.42 / 2.53)
 #   python3-venv               - to make the project's virtualenv (when python3 lacks venv)
 #   gcc, libc6-dev             - to build fabriclab's host library (sim/host/hostlib/*.c)
+#   libasan8, libubsan1        - AddressSanitizer's and UBSan's runtimes, for the tests'
+#                                sanitizer build of it (gcc pulls them in already, through
+#                                libgcc-12-dev on Debian 12 and libgcc-14-dev on Debian 13;
+#                                named so that a trimmed gcc install cannot lack them)
 #   curl, iproute2             - what the manual's examples run (tests/test_docs_examples.py:
 #                                curl against the topology API and node_exporter; ip in the
 #                                network namespace each fabric example gets)
@@ -21,7 +25,7 @@
 set -euo pipefail
 
 packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge
-    prometheus-node-exporter prometheus gcc libc6-dev curl iproute2 "$@")
+    prometheus-node-exporter prometheus gcc libc6-dev libasan8 libubsan1 curl iproute2 "$@")
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi

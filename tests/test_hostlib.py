@@ -81,6 +81,7 @@ def test_the_c_constants_are_the_protocols_and_the_kernels():
     assert d["FL_REPLY_SIZE"] == hostwire.REPLY.size
     assert d["FL_TEXT_MAX"] == hostwire.TEXT_MAX
     assert d["FL_FRAME_MAX"] == hostwire.FRAME_MAX and d["FL_MORE"] == hostwire.MORE
+    assert d["FL_MESSAGE_MAX"] == hostwire.MESSAGE_MAX
     assert d["FL_SOCKET_KIND"] == hostwire.SOCKET_KIND
     for name, value in d.items():  # the rest (FL_TREE_MAX, ...): the module's of the name
         if name.startswith("FL_") and hasattr(hostwire, name[3:]):

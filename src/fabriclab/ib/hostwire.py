@@ -16,10 +16,18 @@ connection is:
   longer than :data:`FRAME_MAX` (an RMPP table) travels as a first frame with
   :data:`MORE` set in the header's status and ``length`` = the whole message's size,
   followed by frames of raw bytes until ``length`` bytes have come.
+
+  Bounds, which the library holds the server to (a umad file whose server breaks one
+  fails as one whose port went away: read and write EIO, poll POLLERR, one line said):
+  a frame is at most :data:`FRAME_MAX` bytes; a message at most :data:`MESSAGE_MAX`,
+  header included; a single frame's ``length`` is its own size; a long message's first
+  frame is exactly :data:`FRAME_MAX` bytes and each later piece is too but the last,
+  which ends the message exactly; a REPLY's text is at most :data:`TEXT_MAX` bytes.
 - ``ISSM``: ``/dev/infiniband/issm<index>`` held open: the port's PortInfo IsSM
   capability is set while the connection lives.  REPLY ``err`` EBUSY: another holds it.
 - ``TREE``: where the tray's /sys tree is (REPLY ``text``: the directory holding
-  ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker.
+  ``class/infiniband`` and ``class/infiniband_mad``), made fresh for the asker and kept
+  fresh for REPLY ``value`` ms after (0: unsaid); the library asks again within that.
 - ``REGISTER``: an agent of the UMAD connection ``token`` registered with a method mask,
   so requests of its class, version (and OUI) and methods reach it; the HELLO is
   followed by the ``ib_user_mad_reg_req2`` (:data:`.umad.REG_REQ2`, ``id`` = the agent).
@@ -57,6 +65,12 @@ REPLY = struct.Struct("<IiII")  # 16 bytes
 TEXT_MAX = 4096 - REPLY.size
 FRAME_MAX = 65536  # bytes of one frame: a longer message is sent in pieces
 MORE = 0x80000000  # in a first frame's header status: pieces follow
+# The longest message either end sends or takes, header included.  The kernel's ABI
+# bounds it only by the header's 32-bit length (user_mad.c sizes an RMPP message by the
+# write's count, and a received one by its segments, mad_rmpp.c); the longest a fabric
+# carries is an SA table (OpenSM's 617 NodeRecords of gb200-su are about 70 kB), so
+# 16 MiB holds the tables of a fabric a thousand times that.
+MESSAGE_MAX = 16 << 20
 SOCKET_KIND = "host"  # the listening socket is the file <name>.host
 
 # --- over TCP (FABRICLAB_HOST_ADDR; the library's remote.c) ---------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import shutil
 import socket
 import time
@@ -40,6 +41,20 @@ from .umadsock import MadLayer, UmadSocket
 log = logging.getLogger("fabriclab.sim")
 
 _TREE_LIVE = 30.0  # seconds a tray's tree is kept fresh after it was last asked for
+
+
+def tree_live() -> float:
+    """Seconds a tray's tree is kept fresh after an ask: ``FABRICLAB_TREE_LIVE`` (a
+    shorter time lets a test see a tree go stale), else 30.  The host library asks again
+    after half of it (the TREE REPLY's ``value`` says it, in ms), so a process reading
+    its tree now and then never reads a frozen one."""
+    try:
+        v = float(os.environ.get("FABRICLAB_TREE_LIVE", _TREE_LIVE))
+    except ValueError:
+        return _TREE_LIVE
+    return v if 0.1 <= v <= 3600 else _TREE_LIVE
+
+
 _SNDBUF = 1 << 20  # each umad connection's send buffer: an SM keeps many MADs in flight
 
 
@@ -70,6 +85,7 @@ class HostLink:
         self._pending = Pending()
         self._ports: dict[str, list[SimPort]] = {}
         self._trees: dict[str, tuple[sysfs.Tree, float]] = {}
+        self.tree_live = tree_live()
         self._issm: dict[SimPort, tuple[socket.socket, Client]] = {}
         self.said = 0
 
@@ -173,7 +189,7 @@ class HostLink:
             self._forget_pending(w.sock)
             w.sock.close()
         for tray, (tree, asked) in list(self._trees.items()):
-            if now - asked < _TREE_LIVE:
+            if now - asked < self.tree_live:
                 try:
                     self._write_tree(tray, tree)
                 except FabriclabError as e:  # the next ask claims the tree afresh
@@ -216,7 +232,8 @@ class HostLink:
                 if send_tree is not None:  # over TCP: the tree itself, not where it is
                     send_tree(self.tree(tray))
                 else:
-                    self._reply(c, 0, 0, 0, str(self.tree(tray)))
+                    root = str(self.tree(tray))
+                    self._reply(c, 0, 0, int(self.tree_live * 1000), root)
             elif kind == hostwire.KIND_UMAD:
                 cl = self._open_umad(c, tray, index, peer)
                 keep = True

@@ -25,11 +25,9 @@ from .client import Client
 from .hostgate import privileged
 from .transport import Transport
 
-# The longest message taken from a tool.  Neither the kernel (ib_umad_write sizes an
-# RMPP send by the write's count, user_mad.c) nor libibumad bounds it; the longest a
-# tool sends is a table an SM answers with (OpenSM's SA: 617 NodeRecords of gb200-su
-# are about 70 kB), so 16 MiB holds the tables of a fabric a thousand times that.
-_MESSAGE_MAX = 16 << 20
+# The longest message taken from a tool or sent to one (hostwire.MESSAGE_MAX: neither
+# the kernel nor libibumad bounds it; the host library fails a device sent more).
+_MESSAGE_MAX = hostwire.MESSAGE_MAX
 # What every tool's unfinished messages may hold together, and how long one may stay
 # unfinished (the host library sends a message's pieces back to back).
 UNFINISHED_MAX = 64 << 20
@@ -268,6 +266,17 @@ class UmadSocket(socket.socket):
     def _send_long(self, body: bytes) -> int:
         """A message in pieces of at most FRAME_MAX bytes (hostwire), the first marked."""
         step = hostwire.FRAME_MAX
+        if len(body) > _MESSAGE_MAX:
+            cid = self.client.id if self.client is not None else -1
+            self.mads.transport.rlog.warning(
+                "long messages refused",
+                "client %d: a message of %d bytes is longer than the %d the host protocol "
+                "carries; not sent",
+                cid,
+                len(body),
+                _MESSAGE_MAX,
+            )
+            return len(body)
         if len(body) <= step:
             return self._send(body)
         first = bytearray(body[:step])

@@ -1,7 +1,10 @@
 /* fabriclab's host library: configuration from the environment (which fabric server,
  * where its socket is, whose it must be, or its TCP address and token; which tray), the
- * messages said once when the server fails us, and gethostname (the tray's name). */
+ * messages said once when the server fails us, and gethostname and uname (the tray's
+ * name). */
 #include "hostlib.h"
+
+#include <sys/utsname.h>
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 const char *server_name;
@@ -160,14 +163,27 @@ void say_once(int *flag, const char *text)
     (void)w;
 }
 
-/* The server closed a umad connection: say so once, and fail the call with ENOTCONN. */
-int server_gone(void)
+/* The umad file `u` fails as the kernel's does when its port goes away (user_mad.c
+ * ib_umad_kill_port sets agents_dead; ib_umad_read and ib_umad_write are then EIO and
+ * ib_umad_poll EPOLLERR alone: kernel commits "IB/umad: Return EIO in case of when
+ * device disassociated" and def4cd43f522 "IB/umad: Return EPOLLERR ..."): the
+ * connection ends, so the server forgets its agents as the kernel unregisters them. */
+int device_dead(struct ufd *u, int fd, int *flag, const char *text)
+{
+    if (!__atomic_exchange_n(&u->dead, 1, __ATOMIC_ACQ_REL)) { /* the first cause only */
+        shutdown(fd, SHUT_RDWR);
+        say_once(flag, text);
+    }
+    errno = EIO;
+    return -1;
+}
+
+/* The server closed a umad connection: the device fails with the line "went away". */
+int server_gone(struct ufd *u, int fd)
 {
     char text[256];
     snprintf(text, sizeof text, "the fabric server '%s' went away", server_name);
-    say_once(&said_gone, text);
-    errno = ENOTCONN;
-    return -1;
+    return device_dead(u, fd, &said_gone, text);
 }
 
 /* The tray's host name, for a process on it (ibping -S answers a ping with it); the
@@ -181,4 +197,14 @@ int gethostname(char *name, size_t len)
         return errno = ENAMETOOLONG, -1;
     memcpy(name, tray_name, n);
     return 0;
+}
+
+/* uname: the node name is the tray's, as gethostname says (the kernel's utsname
+ * nodename is what gethostname returns: glibc's gethostname calls uname). */
+int uname(struct utsname *u)
+{
+    int r = NEXT(uname)(u);
+    if (r == 0 && active() && *tray_name)
+        snprintf(u->nodename, sizeof u->nodename, "%s", tray_name);
+    return r;
 }

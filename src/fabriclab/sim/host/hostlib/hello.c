@@ -2,11 +2,88 @@
  * and answered by a REPLY (fabriclab.ib.hostwire). */
 #include "hostlib.h"
 
+/* Milliseconds from now to `end` (CLOCK_MONOTONIC), 0 when past. */
+static int ms_left(const struct timespec *end)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
+    return ms < 0 ? 0 : (int)ms;
+}
+
+/* Connects the non-blocking socket `s` to the server by `end`: 0, or an errno
+ * (ETIMEDOUT: not taken in time).  A Unix socket whose listener's backlog is full says
+ * EAGAIN at once instead of waiting (net/unix/af_unix.c unix_stream_connect without a
+ * timeout), so the connect is tried again every few milliseconds; a connection in
+ * progress (EINPROGRESS, a network socket) is waited for with poll.  EINTR is retried
+ * within the time. */
+static int connect_by(int s, const struct timespec *end)
+{
+    long nap_ms = 1;
+    for (;;) {
+        if (connect(s, (struct sockaddr *)&server_addr, server_len) == 0)
+            return 0;
+        int err = errno;
+        if (err == EINPROGRESS || err == EALREADY) {
+            struct pollfd pf = {s, POLLOUT, 0};
+            int p = NEXT(poll)(&pf, 1, ms_left(end));
+            if (p < 0 && errno == EINTR)
+                continue;
+            if (p <= 0)
+                return p < 0 ? errno : ETIMEDOUT;
+            socklen_t len = sizeof err;
+            if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                return errno;
+            return err;
+        }
+        if (err != EAGAIN && err != EINTR)
+            return err;
+        int left = ms_left(end);
+        if (!left)
+            return ETIMEDOUT;
+        if (err == EAGAIN) {
+            long ms = nap_ms < left ? nap_ms : left;
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+            nap_ms = nap_ms < 50 ? nap_ms * 2 : 50;
+        }
+    }
+}
+
+/* Waits up to WAIT_MS for the REPLY and takes it into `reply` (FL_REPLY_SIZE +
+ * FL_TEXT_MAX bytes); EINTR is retried within the time.  Its size, or -1 with errno
+ * (ETIMEDOUT: no answer in time; EPROTO: longer than the protocol allows). */
+static ssize_t reply_in_time(int s, unsigned char *reply)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += WAIT_MS / 1000;
+    for (;;) {
+        struct pollfd pf = {s, POLLIN, 0};
+        int p = NEXT(poll)(&pf, 1, ms_left(&end));
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p <= 0)
+            return errno = p < 0 ? errno : ETIMEDOUT, -1;
+        struct iovec iov = {reply, FL_REPLY_SIZE + FL_TEXT_MAX};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t got = recvmsg(s, &m, MSG_DONTWAIT);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got > 0 && (m.msg_flags & MSG_TRUNC))
+            return errno = EPROTO, -1;
+        return got;
+    }
+}
+
+__thread uint32_t reply_value;
+
 /* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
  * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
  * `extra` in the same frame, as hostlink.py reads a REGISTER); waits at most WAIT_MS
- * for the REPLY.  The connected, blocking socket, or -1 with errno and what went wrong
- * in `text` (the server's own line when it refused).  REPLY's token goes to *token. */
+ * for the server to take the connection and as long again for the REPLY.  The
+ * connected, blocking socket, or -1 with errno and what went wrong in `text`, one line
+ * (the server's own when it refused).  REPLY's token goes to *token. */
 int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
           int cloexec, char *text)
 {
@@ -34,7 +111,9 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
         errno = EINVAL;
         return -1;
     }
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | (cloexec ? SOCK_CLOEXEC : 0), 0);
+    /* non-blocking until connected: connect_by */
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | (cloexec ? SOCK_CLOEXEC : 0),
+                   0);
     if (s < 0) {
         snprintf(text, FL_TEXT_MAX, "cannot make a socket: %s", strerror(errno));
         return -1;
@@ -53,19 +132,26 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
     if (n)
         memcpy(frame + FL_HELLO_SIZE, extra, n);
     unsigned char reply[FL_REPLY_SIZE + FL_TEXT_MAX];
-    struct pollfd pf = {s, POLLIN, 0};
     ssize_t got;
     int err;
     struct ucred peer;
     socklen_t peer_len = sizeof peer;
-    if (connect(s, (struct sockaddr *)&server_addr, server_len) < 0) {
-        err = errno;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += WAIT_MS / 1000;
+    if ((err = connect_by(s, &end)) == ETIMEDOUT) {
+        snprintf(text, FL_TEXT_MAX,
+                 "the fabric server '%s' at %s did not take the connection within %d s "
+                 "(its backlog is full: is it stopped?)",
+                 server_name, server_addr.sun_path, WAIT_MS / 1000);
+    } else if (err) {
         snprintf(text, FL_TEXT_MAX, "cannot reach the fabric server '%s' at %s: %s%s",
                  server_name, server_addr.sun_path, strerror(err),
                  err == EACCES ? " (it serves its owner and root only: a user admitted with "
                                  "up --allow-user attaches through libumad2sim)"
                                : "");
-    } else if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0) {
+    } else if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) < 0 ||
+               getsockopt(s, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) < 0) {
         err = errno;
         snprintf(text, FL_TEXT_MAX, "cannot tell whose the fabric server '%s' is: %s",
                  server_name, strerror(err));
@@ -77,15 +163,20 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
                  "root: refusing to talk to it",
                  server_addr.sun_path, (unsigned)peer.uid, (int)peer.pid,
                  (unsigned)server_owner);
-    } else if (send(s, frame, FL_HELLO_SIZE + n, MSG_NOSIGNAL) < 0) {
+    } else if (send(s, frame, FL_HELLO_SIZE + n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         err = errno;
         snprintf(text, FL_TEXT_MAX, "the fabric server '%s' hung up: %s", server_name,
                  strerror(err));
-    } else if (NEXT(poll)(&pf, 1, WAIT_MS) <= 0) {
+    } else if ((got = reply_in_time(s, reply)) < 0 && errno == ETIMEDOUT) {
         err = ETIMEDOUT;
         snprintf(text, FL_TEXT_MAX, "the fabric server '%s' did not answer", server_name);
-    } else if ((got = recv(s, reply, sizeof reply, 0)) < FL_REPLY_SIZE ||
-               ((struct fl_reply *)reply)->magic != FL_MAGIC) {
+    } else if (got < 0 && errno == EPROTO) {
+        err = EPROTO;
+        snprintf(text, FL_TEXT_MAX,
+                 "the fabric server '%s' answered with more than the %d bytes of text the "
+                 "protocol allows",
+                 server_name, FL_TEXT_MAX);
+    } else if (got < FL_REPLY_SIZE || ((struct fl_reply *)reply)->magic != FL_MAGIC) {
         err = got < 0 ? errno : EPROTO;
         snprintf(text, FL_TEXT_MAX, "the fabric server '%s' hung up without an answer",
                  server_name);
@@ -93,8 +184,14 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
         struct fl_reply *r = (struct fl_reply *)reply;
         size_t len = (size_t)got - FL_REPLY_SIZE;
         memcpy(text, reply + FL_REPLY_SIZE, len);
+        while (len && text[len - 1] == '\n')
+            len--;
         text[len] = '\0';
+        for (size_t i = 0; i < len; i++) /* one line, whatever the server said */
+            if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+                text[i] = ' ';
         *token = r->token;
+        reply_value = r->value;
         if (!r->err)
             return s;
         err = r->err;

@@ -21,6 +21,7 @@
 #define FL_TEXT_MAX (4096 - FL_REPLY_SIZE)
 #define FL_FRAME_MAX 65536       /* bytes of one frame: a longer message goes in pieces */
 #define FL_MORE 0x80000000u      /* in a first frame's header status: pieces follow */
+#define FL_MESSAGE_MAX (16 << 20) /* bytes of one message, header included, either way */
 #define FL_SOCKET_KIND "host"    /* the listening socket is the file <name>.host */
 
 /* over TCP (FABRICLAB_HOST_ADDR): each packet as a u32 LE length then its bytes; AUTH

@@ -24,23 +24,53 @@ static int reg_check(const struct umad_reg_req2 *r)
     return smi == (r->qpn == 0) ? 0 : EINVAL; /* SMI classes on QP0 only, GSI never */
 }
 
+/* A slot reserved while the server is told of it; a thread cancelled in that round
+ * trip (hello waits in poll, a cancellation point) gives the slot back as it unwinds,
+ * as the kernel's ioctl, which no signal interrupts half-way, never leaves it taken. */
+struct reservation {
+    struct ufd *u; /* NULL once the call has settled the slot itself */
+    int id;
+};
+
+static void unreserve(struct reservation *r)
+{
+    if (!r->u)
+        return;
+    pthread_mutex_lock(&r->u->lock);
+    r->u->agent[r->id].reserved = 0;
+    pthread_mutex_unlock(&r->u->lock);
+}
+
+#define RESERVED(u, id) struct reservation res_ __attribute__((cleanup(unreserve))) = {u, id}
+#define SETTLED() (res_.u = NULL)
+
 /* Registers agent `r` on `u`: a free slot (0..31), and for a class with methods the
  * server told on a connection of its own (OpenSM registers while its receiver thread
- * sits in read on this fd).  The slot, or -1 with errno. */
+ * sits in read on this fd).  The slot is reserved under the lock and the server told
+ * without it, so that write and read on the fd go on meanwhile.  The slot, or -1 with
+ * errno. */
 static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
 {
     if (r->qpn != 0 && r->qpn != 1)
         return errno = EINVAL, -1;
+    if (__atomic_load_n(&u->dead, __ATOMIC_ACQUIRE))
+        return errno = EPIPE, -1; /* ib_umad_reg_agent: the port's device is gone */
     pthread_mutex_lock(&u->lock);
     int id = 0, err = 0;
-    while (id < UMAD_MAX_AGENTS && u->agent[id].used)
+    while (id < UMAD_MAX_AGENTS && (u->agent[id].used || u->agent[id].reserved))
         id++;
     if (id == UMAD_MAX_AGENTS)
         err = ENOMEM;
     else
         err = reg_check(r);
+    if (!err)
+        u->agent[id].reserved = 1;
+    pthread_mutex_unlock(&u->lock);
+    if (err)
+        return errno = err, -1;
+    RESERVED(u, id);
     int tell = r->mgmt_class && (r->method_mask[0] || r->method_mask[1]);
-    if (!err && tell) {
+    if (tell) {
         char text[FL_TEXT_MAX + 1];
         uint32_t token = u->token;
         r->id = (uint32_t)id;
@@ -53,14 +83,42 @@ static int agent_register(struct ufd *u, struct umad_reg_req2 *r)
             NEXT(close)(s);
         }
     }
+    SETTLED();
+    pthread_mutex_lock(&u->lock);
     if (!err) {
         u->agent[id].used = 1;
         u->agent[id].told = (uint8_t)tell;
         u->agent[id].kernel_rmpp = r->rmpp_version && !(r->flags & UMAD_USER_RMPP);
         u->already_used = 1;
     }
+    u->agent[id].reserved = 0;
     pthread_mutex_unlock(&u->lock);
     return err ? (errno = err, -1) : id;
+}
+
+/* Unregisters agent `id` of `u`: gone at once for write, its slot reserved until the
+ * server has been told (without the lock), so that no new agent takes the id first. */
+static int agent_unregister(struct ufd *u, uint32_t id)
+{
+    pthread_mutex_lock(&u->lock);
+    int known = id < UMAD_MAX_AGENTS && u->agent[id].used;
+    int told = known && u->agent[id].told;
+    if (known) {
+        memset(&u->agent[id], 0, sizeof u->agent[id]);
+        u->agent[id].reserved = (uint8_t)told;
+    }
+    pthread_mutex_unlock(&u->lock);
+    if (!known)
+        return errno = EINVAL, -1;
+    if (told) {
+        RESERVED(u, (int)id);
+        char text[FL_TEXT_MAX + 1];
+        uint32_t token = u->token;
+        int s = hello(FL_KIND_UNREGISTER, id, &token, NULL, 0, 1, text);
+        if (s >= 0)
+            NEXT(close)(s);
+    }
+    return 0;
 }
 
 /* The umad ioctls (user_mad.c ib_umad_ioctl); anything else is ENOTTY. */
@@ -99,19 +157,7 @@ static int umad_ioctl(struct ufd *u, unsigned long req, void *arg)
     if (req == UMAD_UNREGISTER_AGENT) {
         uint32_t id;
         memcpy(&id, arg, sizeof id);
-        pthread_mutex_lock(&u->lock);
-        int known = id < UMAD_MAX_AGENTS && u->agent[id].used;
-        if (known && u->agent[id].told) {
-            char text[FL_TEXT_MAX + 1];
-            uint32_t token = u->token;
-            int s = hello(FL_KIND_UNREGISTER, id, &token, NULL, 0, 1, text);
-            if (s >= 0)
-                NEXT(close)(s);
-        }
-        if (known)
-            memset(&u->agent[id], 0, sizeof u->agent[id]);
-        pthread_mutex_unlock(&u->lock);
-        return known ? 0 : (errno = EINVAL, -1);
+        return agent_unregister(u, id);
     }
     if (req == UMAD_ENABLE_PKEY) { /* the 64-byte header is the only one served */
         pthread_mutex_lock(&u->lock);
@@ -128,7 +174,7 @@ int ioctl(int fd, unsigned long req, ...)
     va_start(ap, req);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(ioctl)(fd, req, arg);
     return umad_ioctl(u, req, arg);

@@ -1,19 +1,24 @@
 /* fabriclab's host library: the open family (open, openat, their 64-bit and fortified
- * variants) for the umad and issm devices, each a connection to the fabric server, or
- * for a path rewritten into the tray's tree; and close, which ends a device's
- * connection (the server forgets its agents and IsSM). */
+ * variants) for the umad and issm devices, each a connection to the fabric server put
+ * in the fd table (slots.c, where close is), or for a path rewritten into the tray's
+ * tree. */
 #include "hostlib.h"
 
 #define ISSM_RETRY_NS 200000000L /* a blocking issm open retries this often */
 
-struct ufd *ufds[FD_LIMIT];
-int ufd_count;
-
-/* Whether `path` is /dev/infiniband/umad<N> or issm<N>: its kind, N in *index; else 0. */
-static int dev_kind(const char *path, unsigned *index)
+/* Whether `path` is /dev/infiniband/umad<N> or issm<N>: its kind, N in *index; else 0.
+ * A path written another way ("//dev", "/dev/./infiniband", "infiniband/umad0" from
+ * /dev) is resolved by name first. */
+int dev_kind(const char *path, unsigned *index)
 {
     static const char dev[] = "/dev/infiniband/";
-    if (!path || path[0] != '/' || path[1] != 'd' || strncmp(path, dev, sizeof dev - 1))
+    if (!path)
+        return 0;
+    char norm[PATH_MAX];
+    if ((path[0] != '/' || strstr(path, "//") || strstr(path, "/.")) &&
+        strstr(path, "infiniband/") && active() && !lexical_path(AT_FDCWD, path, norm))
+        path = norm;
+    if (path[0] != '/' || path[1] != 'd' || strncmp(path, dev, sizeof dev - 1))
         return 0;
     const char *name = path + sizeof dev - 1;
     int kind = !strncmp(name, "umad", 4) ? FL_KIND_UMAD
@@ -51,22 +56,14 @@ static int dev_open(int kind, unsigned index, int flags)
         struct timespec ts = {0, ISSM_RETRY_NS};
         nanosleep(&ts, NULL);
     }
-    struct ufd *u = calloc(1, sizeof *u);
-    if (s >= FD_LIMIT || !u) {
-        NEXT(close)(s);
-        free(u);
-        errno = u ? EMFILE : ENOMEM;
-        return -1;
-    }
     if (flags & O_NONBLOCK)
         fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
-    u->kind = kind;
-    u->token = token;
-    pthread_mutex_init(&u->lock, NULL);
-    pthread_mutex_init(&u->rlock, NULL);
-    pthread_mutex_init(&u->wlock, NULL);
-    __atomic_store_n(&ufds[s], u, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&ufd_count, 1, __ATOMIC_RELEASE);
+    if (ufd_open(s, kind, token) < 0) {
+        int err = errno;
+        NEXT(close)(s);
+        errno = err;
+        return -1;
+    }
     return s;
 }
 
@@ -111,14 +108,14 @@ int openat(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     MODE_ARG(flags, mode);
-    OPEN_BODY(openat, dirfd, sys_path(path, buf), flags, mode);
+    OPEN_BODY(openat, dirfd, sys_path_at(dirfd, path, buf), flags, mode);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
     mode_t mode = 0;
     MODE_ARG(flags, mode);
-    OPEN_BODY(openat64, dirfd, sys_path(path, buf), flags, mode);
+    OPEN_BODY(openat64, dirfd, sys_path_at(dirfd, path, buf), flags, mode);
 }
 
 /* The fortified entry points (glibc io/open_2.c and friends): open without a mode. */
@@ -134,24 +131,9 @@ int __open64_2(const char *path, int flags)
 }
 int __openat_2(int dirfd, const char *path, int flags)
 {
-    OPEN_BODY(__openat_2, dirfd, sys_path(path, buf), flags);
+    OPEN_BODY(__openat_2, dirfd, sys_path_at(dirfd, path, buf), flags);
 }
 int __openat64_2(int dirfd, const char *path, int flags)
 {
-    OPEN_BODY(__openat64_2, dirfd, sys_path(path, buf), flags);
-}
-
-/* --- close: the connection ends; the server forgets its agents (and IsSM) ---------- */
-
-int close(int fd)
-{
-    struct ufd *u = lookup(fd);
-    if (u) {
-        __atomic_store_n(&ufds[fd], NULL, __ATOMIC_RELEASE);
-        __atomic_sub_fetch(&ufd_count, 1, __ATOMIC_RELEASE);
-        free(u->msg);
-        free(u->scratch);
-        free(u);
-    }
-    return NEXT(close)(fd);
+    OPEN_BODY(__openat64_2, dirfd, sys_path_at(dirfd, path, buf), flags);
 }

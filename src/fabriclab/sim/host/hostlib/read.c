@@ -1,6 +1,9 @@
 /* fabriclab's host library: read on a umad file, one message from the fabric server
- * (user_mad.c ib_umad_read), a long one reassembled from its frames. */
+ * (user_mad.c ib_umad_read), a long one reassembled from its frames, each frame held
+ * to the sizes the protocol allows (hostwire.h: FL_FRAME_MAX, FL_MESSAGE_MAX). */
 #include "hostlib.h"
+
+static int said_lie; /* the server broke the protocol: said once per process */
 
 /* Drops the pending message. */
 static void msg_drop(struct ufd *u)
@@ -9,6 +12,22 @@ static void msg_drop(struct ufd *u)
     u->msg = NULL;
     u->msg_len = u->msg_have = 0;
     __atomic_store_n(&u->ready, 0, __ATOMIC_RELEASE);
+}
+
+/* The server sent a frame the protocol does not allow (`what`, printf-style): the
+ * partial message goes and the device fails (device_dead: EIO from now on); -1. */
+__attribute__((format(printf, 3, 4))) static int lied(struct ufd *u, int fd,
+                                                      const char *what, ...)
+{
+    char how[160], text[320];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(how, sizeof how, what, ap);
+    va_end(ap);
+    snprintf(text, sizeof text, "the fabric server '%s' sent %s: the umad device fails",
+             server_name, how);
+    msg_drop(u);
+    return device_dead(u, fd, &said_lie, text);
 }
 
 /* Hands the whole pending message to a reader with room `count` as copy_recv_mad does:
@@ -29,18 +48,99 @@ static ssize_t msg_deliver(struct ufd *u, uint8_t *buf, size_t count)
     return errno = ENOSPC, -1;
 }
 
-/* Takes a message of `len` bytes whose first `n` came in `buf` (up to `count`) and the
- * scratch buffer as pending; 0, or -1 with errno. */
-static int msg_keep(struct ufd *u, const uint8_t *buf, size_t count, size_t n, size_t len)
+/* Takes a message of `len` bytes (at most FL_MESSAGE_MAX) whose first `n` came in `buf`
+ * (up to `count`) and the scratch buffer as pending; 0, or -1 (the device failed). */
+static int msg_keep(struct ufd *u, int fd, const uint8_t *buf, size_t count, size_t n,
+                    size_t len)
 {
-    if (len < n || !(u->msg = malloc(len)))
-        return errno = len < n ? EPROTO : ENOMEM, -1;
+    if (!(u->msg = malloc(len))) /* its pieces would be read as messages of their own */
+        return lied(u, fd, "a message of %zu bytes, more than this process can hold", len);
     size_t head = n < count ? n : count;
     memcpy(u->msg, buf, head);
     memcpy(u->msg + head, u->scratch, n - head);
     u->msg_len = len;
     u->msg_have = n;
+    uint32_t status;
+    memcpy(&status, u->msg + UMAD_STATUS_AT, 4);
+    status &= ~FL_MORE;
+    memcpy(u->msg + UMAD_STATUS_AT, &status, 4);
+    if (n == len)
+        __atomic_store_n(&u->ready, 1, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* Milliseconds from now to `end` (CLOCK_MONOTONIC), 0 when past. */
+static int ms_to(const struct timespec *end)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
+    return ms < 0 ? 0 : (int)ms;
+}
+
+/* The next piece of the long message being reassembled, exactly FL_FRAME_MAX bytes or
+ * the rest, whichever is less (hostwire).  The kernel hands out whole messages only,
+ * so under O_NONBLOCK it is waited for up to WAIT_MS (the server sends the pieces back
+ * to back); a stall past that is EAGAIN with the partial kept, as is EINTR on a blocking
+ * read: the next read goes on with it.  1: a piece came; -1 with errno. */
+static int msg_piece(struct ufd *u, int fd)
+{
+    size_t want = u->msg_len - u->msg_have;
+    if (want > FL_FRAME_MAX)
+        want = FL_FRAME_MAX;
+    struct timespec end = {0, 0};
+    for (;;) {
+        struct iovec iov = {u->msg + u->msg_have, want};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t n = recvmsg(fd, &m, 0);
+        if (n > 0 && ((m.msg_flags & MSG_TRUNC) || (size_t)n != want))
+            return lied(u, fd, "a piece of a %zu-byte message %s than the protocol's %zu",
+                        u->msg_len, (m.msg_flags & MSG_TRUNC) ? "longer" : "shorter",
+                        want);
+        if (n > 0) {
+            if ((u->msg_have += want) == u->msg_len)
+                __atomic_store_n(&u->ready, 1, __ATOMIC_RELEASE);
+            return 1;
+        }
+        if (n == 0 || errno == ECONNRESET || errno == ENOTCONN)
+            return msg_drop(u), server_gone(u, fd);
+        if (errno != EAGAIN)
+            return -1; /* EINTR on a blocking read: the partial stays */
+        if (!end.tv_sec) {
+            clock_gettime(CLOCK_MONOTONIC, &end);
+            end.tv_sec += WAIT_MS / 1000;
+        }
+        struct pollfd pf = {fd, POLLIN, 0};
+        int left = ms_to(&end);
+        if (!left || (NEXT(poll)(&pf, 1, left) == 0 && !ms_to(&end)))
+            return errno = EAGAIN, -1; /* a stall: the partial stays */
+    }
+}
+
+/* A first frame of `n` bytes, its start in `buf` (up to `count`), the rest in scratch:
+ * held to the protocol (hostwire.h).  Its length when it is a whole message that fits
+ * the reader, 0 when it became pending, -1 when the device failed. */
+static ssize_t first_frame(struct ufd *u, int fd, uint8_t *buf, size_t count, size_t n,
+                           int truncated)
+{
+    if (truncated || n > FL_FRAME_MAX)
+        return lied(u, fd, "a frame longer than %d bytes", FL_FRAME_MAX);
+    if (n < UMAD_HDR_SIZE)
+        return lied(u, fd, "a frame of %zu bytes, shorter than a umad header", n);
+    uint32_t status, length;
+    memcpy(&status, buf + UMAD_STATUS_AT, 4);
+    memcpy(&length, buf + UMAD_LENGTH_AT, 4);
+    if (!(status & FL_MORE)) {
+        if (length != n)
+            return lied(u, fd, "a %zu-byte frame whose header says %u bytes", n, length);
+        if (n <= count)
+            return (ssize_t)n; /* the common case */
+    } else if (n != FL_FRAME_MAX || length <= n || length > FL_MESSAGE_MAX) {
+        return lied(u, fd, "a long message's first frame of %zu bytes saying %u in all "
+                    "(the protocol: %d, then at most %d in all)",
+                    n, length, FL_FRAME_MAX, FL_MESSAGE_MAX);
+    }
+    return msg_keep(u, fd, buf, count, n, status & FL_MORE ? length : n);
 }
 
 /* One message: the common case is one recvmsg straight into the caller's buffer (the
@@ -50,70 +150,50 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
 {
     if (u->kind != FL_KIND_UMAD || count < UMAD_HDR_SIZE)
         return errno = EINVAL, -1;
-    pthread_mutex_lock(&u->rlock);
+    LOCK(&u->rlock);
     ssize_t r = -1;
     for (;;) {
+        if (__atomic_load_n(&u->dead, __ATOMIC_ACQUIRE)) {
+            errno = EIO; /* ib_umad_read: agents_dead */
+            break;
+        }
         if (u->ready) {
             r = msg_deliver(u, buf, count);
             break;
         }
-        ssize_t n;
-        if (u->msg) { /* a long message's next piece: the kernel hands out whole messages
-                       * only, so wait for it even under O_NONBLOCK (the server sends
-                       * the pieces back to back) */
-            n = recv(fd, u->msg + u->msg_have, u->msg_len - u->msg_have, 0);
-            if (n < 0 && errno == EAGAIN) {
-                struct pollfd pf = {fd, POLLIN, 0};
-                int p = NEXT(poll)(&pf, 1, WAIT_MS);
-                if (p > 0 || (p < 0 && errno == EINTR))
-                    continue;
-                msg_drop(u);
-                errno = EIO;
+        if (u->msg) {
+            if (msg_piece(u, fd) < 0)
                 break;
-            }
-            if (n > 0 && (u->msg_have += (size_t)n) == u->msg_len)
-                __atomic_store_n(&u->ready, 1, __ATOMIC_RELEASE);
-        } else {
-            if (!u->scratch && !(u->scratch = malloc(FL_FRAME_MAX))) {
-                errno = ENOMEM;
-                break;
-            }
-            struct iovec iov[2] = {{buf, count}, {u->scratch, FL_FRAME_MAX}};
-            struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-            n = recvmsg(fd, &m, 0);
-            if (n > 0 && (size_t)n < UMAD_HDR_SIZE)
-                continue; /* not a message: dropped */
-            if (n > 0) {
-                uint32_t status, length;
-                memcpy(&status, buf + UMAD_STATUS_AT, 4);
-                memcpy(&length, buf + UMAD_LENGTH_AT, 4);
-                if (!(status & FL_MORE) && (size_t)n <= count) {
-                    r = n; /* the common case */
-                    break;
-                }
-                if (msg_keep(u, buf, count, (size_t)n, status & FL_MORE ? length : (size_t)n))
-                    break;
-                status &= ~FL_MORE;
-                memcpy(u->msg + UMAD_STATUS_AT, &status, 4);
-                if (u->msg_have == u->msg_len)
-                    __atomic_store_n(&u->ready, 1, __ATOMIC_RELEASE);
-            }
+            continue;
         }
-        if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == ENOTCONN))) {
-            msg_drop(u);
-            server_gone();
+        if (!u->scratch && !(u->scratch = malloc(FL_FRAME_MAX))) {
+            errno = ENOMEM;
             break;
         }
-        if (n < 0)
-            break; /* EAGAIN, EINTR: the pending state stays */
+        struct iovec iov[2] = {{buf, count}, {u->scratch, FL_FRAME_MAX}};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+        ssize_t n = recvmsg(fd, &m, 0);
+        if (n > 0) {
+            ssize_t got = first_frame(u, fd, buf, count, (size_t)n, m.msg_flags & MSG_TRUNC);
+            if (got > 0)
+                r = got;
+            if (got)
+                break;
+            continue;
+        }
+        if (n == 0 || errno == ECONNRESET || errno == ENOTCONN) {
+            server_gone(u, fd);
+            break;
+        }
+        break; /* EAGAIN, EINTR */
     }
-    pthread_mutex_unlock(&u->rlock);
+    UNLOCK();
     return r;
 }
 
 ssize_t read(int fd, void *buf, size_t count)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(read)(fd, buf, count);
     return umad_read(u, fd, buf, count);
@@ -123,7 +203,7 @@ ssize_t read(int fd, void *buf, size_t count)
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size);
 ssize_t __read_chk(int fd, void *buf, size_t count, size_t size)
 {
-    struct ufd *u = lookup(fd);
+    struct ufd *u HELD = ufd_get(fd);
     if (!u)
         return NEXT(__read_chk)(fd, buf, count, size);
     if (count > size)

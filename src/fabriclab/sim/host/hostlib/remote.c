@@ -228,6 +228,7 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
         memcpy(frame + FL_HELLO_SIZE, extra, n);
 
     static int asked; /* a TREE was asked for: a second one fetches a fresh tree */
+    reply_value = 0;
     if (kind == FL_KIND_TREE && !__atomic_exchange_n(&asked, 1, __ATOMIC_ACQ_REL) &&
         !inherit_tree(text)) {
         int fd = NEXT(open)(text, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* tree.c closes it */
@@ -274,6 +275,9 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
                           : (char)reply[FL_REPLY_SIZE + i];
         text[tlen] = '\0';
         *token = r.token;
+        /* over TCP a TREE's value is its archive's size, not how long the server keeps
+         * the tree fresh: tree.c asks again after its default */
+        reply_value = kind == FL_KIND_TREE ? 0 : r.value;
         err = r.err < 0 || r.err > 4095 ? EPROTO : r.err; /* an errno (MAX_ERRNO) */
         if (err) {
             if (!tlen)
