@@ -12,8 +12,10 @@
  * A process's first ask takes an ancestor's tree (ANCESTORS up: a shell script, its
  * subshells, the command) when its stamp names the same server and tray and is
  * INHERIT_S seconds old at most, so a script's commands (ibstatus runs a cat per
- * file) do not each fetch one.  It stays the ancestor's: a refresh makes the process
- * a directory of its own, and a process that outlives the ancestor loses the tree. */
+ * file) do not each fetch one.  It stays the ancestor's to remove; a refresh rewrites
+ * it in place (each process under a temporary name of its own), and makes it again as
+ * the process's own when the ancestor has removed it.  A forked child does the same
+ * with its parent's. */
 #include "hostlib.h"
 
 #include <ftw.h>
@@ -104,15 +106,42 @@ static void sweep(const char *tmp, unsigned long ns)
         NEXT(closedir)(d);
 }
 
+/* Takes over the directory at `root`, made by another process (an ancestor's this
+ * process took, or a forked child's parent's): tree.c keeps the first root it was
+ * given, so a refresh goes there.  Rewritten in place while it is there and this
+ * user's; made again, this process's now (*fresh), when its maker removed it.  0, or
+ * -1 with errno. */
+static int take_over(int *fresh)
+{
+    struct stat st;
+    if (mkdir(root, 0700) == 0) {
+        root_pid = getpid();
+        *fresh = 1;
+        return 0;
+    }
+    if (errno != EEXIST)
+        return -1;
+    if (NEXT(lstat)(root, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 07777) != 0700)
+        return errno = EACCES, -1;
+    return 0;
+}
+
 /* Locks the process's directory (privdir_end unlocks) and opens it, made now (swept
- * and made: *fresh) when the process has none of its own; its path into `path`
- * (PATH_MAX bytes).  The descriptor, or -1 with errno and `text` (unlocked). */
+ * and made: *fresh) when the process has none; its path into `path` (PATH_MAX bytes).
+ * The descriptor, or -1 with errno and `text` (unlocked). */
 int privdir_begin(char *path, int *fresh, char *text)
 {
     int err = 0;
     pthread_mutex_lock(&lock);
-    *fresh = !root[0] || root_pid != getpid(); /* another's is not rewritten */
-    if (*fresh) {
+    int none = !root[0];
+    *fresh = none;
+    if (!none && root_pid != getpid() && take_over(fresh)) {
+        err = errno;
+        snprintf(text, FL_TEXT_MAX, "cannot keep the tray's tree in %.1024s: %s", root,
+                 strerror(err));
+    }
+    if (none) {
         const char *tmp = tmp_dir();
         unsigned long ns = pid_ns();
         sweep(tmp, ns);

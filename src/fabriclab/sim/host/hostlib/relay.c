@@ -190,7 +190,7 @@ static void *relay_run(void *arg)
                  "the fabric server '%s' sent a packet of %u bytes (the protocol allows 1 to "
                  "%d): its device is closed",
                  server_name, bad, FL_FRAME_MAX);
-        say_once(&said_failure, text);
+        say_once(&said_gone, text); /* the first cause only: not the went-away after it */
     }
     relay_free(r);
     return NULL;

@@ -268,12 +268,14 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
         size_t tlen = got - FL_REPLY_SIZE;
         while (tlen && reply[FL_REPLY_SIZE + tlen - 1] == '\n')
             tlen--;
-        for (size_t i = 0; i < tlen; i++) /* one line, whatever the server sent */
+        for (size_t i = 0; i < tlen; i++) /* one line, whatever the server sent (hello.c) */
             text[i] = reply[FL_REPLY_SIZE + i] < 0x20 || reply[FL_REPLY_SIZE + i] == 0x7f
-                          ? '?'
+                          ? ' '
                           : (char)reply[FL_REPLY_SIZE + i];
         text[tlen] = '\0';
         *token = r.token;
+        /* over TCP a TREE's value is its archive's size, not how long the server keeps
+         * the tree fresh: tree.c asks again after its default */
         err = r.err < 0 || r.err > 4095 ? EPROTO : r.err; /* an errno (MAX_ERRNO) */
         if (err) {
             if (!tlen)

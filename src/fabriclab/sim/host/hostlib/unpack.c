@@ -18,7 +18,11 @@
  * when read-only). */
 #include "hostlib.h"
 
-#define NEW ".fabriclab-new" /* the temporary name a file or link is written under */
+/* The temporary name a file or link is written under (this process's: a directory
+ * may be refreshed by an ancestor's process too) */
+static char NEW[32];
+
+static void new_name(void) { snprintf(NEW, sizeof NEW, ".fabriclab-new-%d", (int)getpid()); }
 
 /* Whether `p` (n bytes) is a relative path of plain components. */
 static int plain_path(const char *p, size_t n)
@@ -227,6 +231,7 @@ int unpack_tree(const uint8_t *archive, size_t n, char *text)
     int top = privdir_begin(root, &fresh, text);
     if (top < 0)
         return -1;
+    new_name(); /* under privdir's lock */
     int r = unpack_into(top, fresh, archive, n, why);
     if (!r) { /* stamped last: another process may take it once it is whole */
         char stamp[512];
