@@ -190,6 +190,7 @@ if __name__ == "__main__":  # pragma: no cover
 # (fdget in read(2), drivers/infiniband/core/user_mad.c's release only at the last
 # reference): the read ends, on freed memory never.
 _CLOSED_UNDER_A_READER = r"""
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -197,7 +198,7 @@ _CLOSED_UNDER_A_READER = r"""
 #include <string.h>
 #include <unistd.h>
 
-static int fd;
+static int fd, tid;
 static ssize_t got;
 static int err;
 
@@ -205,9 +206,24 @@ static void *reader(void *arg)
 {
     static char buf[64 + 256];
     (void)arg;
+    __atomic_store_n(&tid, gettid(), __ATOMIC_RELEASE);
     got = read(fd, buf, sizeof buf);
     err = errno;
     return NULL;
+}
+
+/* Whether thread `t` sleeps in the kernel (proc(5): the state after the name). */
+static int asleep(int t)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", t);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *got_line = fgets(line, sizeof line, f);
+    fclose(f);
+    char *end = got_line ? strrchr(line, ')') : NULL;
+    return end && end[1] == ' ' && end[2] == 'S';
 }
 
 int main(void)
@@ -219,7 +235,13 @@ int main(void)
         return 2;
     }
     pthread_create(&t, NULL, reader, NULL);
-    usleep(300000); /* the reader is in read() by now */
+    int i = 0; /* wait, at most 5 s, until the reader sleeps in its read */
+    for (; i < 500 && !(__atomic_load_n(&tid, __ATOMIC_ACQUIRE) && asleep(tid)); i++)
+        usleep(10000);
+    if (i == 500) {
+        fprintf(stderr, "the reader never blocked\n");
+        return 2;
+    }
     close(fd);
     printf("closed\n");
     fflush(stdout);
