@@ -9,7 +9,11 @@
  *   register MARK   agent 0 registered; a thread registers agent 1 with methods (a
  *                   round trip to the server) while the main thread, once the file
  *                   MARK exists, writes a MAD on agent 0
- *   flood           writes on a blocking fd until a write fails (or 30 s pass) */
+ *   flood           writes on a blocking fd until a write fails (or 30 s pass)
+ *   dead poll|read  agent 0 registered and a Get written; once the device has failed
+ *                   (the server went away), 3 s of a receiver's loop on it as OpenSM's
+ *                   is (poll with no timeout, then read; "read": a blocking read alone),
+ *                   counting the calls that came back */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -191,6 +195,42 @@ static int do_flood(void)
     return 0;
 }
 
+/* The loop of a receiver with no timeout on a device whose server went away: the ms
+ * until the first failure, then how many polls and reads came back in DEAD_LOOP_MS. */
+#define DEAD_LOOP_MS 3000
+
+static int do_dead(int with_poll)
+{
+    int fd = open("/dev/infiniband/umad0", O_RDWR | (with_poll ? O_NONBLOCK : 0));
+    if (fd < 0)
+        return printf("open -1 %d\n", errno), 1;
+    int agent = reg(fd, 0x03, 2, -1), err;
+    if (agent < 0 || send_get(fd, (uint32_t)agent, &err) < 0)
+        return printf("setup -1 %d\n", errno), 1;
+    unsigned char buf[UMAD_HDR_SIZE + UMAD_MAD_SIZE];
+    long t0 = now_ms(), failed = -1, polls = 0, reads = 0, other = 0;
+    while (now_ms() - t0 < DEADLINE_MS && (failed < 0 || now_ms() - failed < DEAD_LOOP_MS)) {
+        if (with_poll) {
+            struct pollfd pf = {fd, POLLIN, 0};
+            int p = poll(&pf, 1, failed < 0 ? 500 : -1); /* -1: as umad_recv(fd, .., -1) */
+            polls += failed >= 0;
+            if (p < 0 || (p == 0 && failed >= 0))
+                other++;
+        }
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EIO) {
+            if (failed < 0)
+                failed = now_ms();
+            else
+                reads++;
+        } else if (failed >= 0 || (n < 0 && errno != EAGAIN)) {
+            other++;
+        }
+    }
+    printf("dead %ld %ld %ld %ld\n", failed < 0 ? -1 : failed - t0, polls, reads, other);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -202,6 +242,9 @@ int main(int argc, char **argv)
         return do_register(argv[2]);
     if (argc >= 2 && !strcmp(argv[1], "flood"))
         return do_flood();
-    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood\n");
+    if (argc >= 3 && !strcmp(argv[1], "dead"))
+        return do_dead(!strcmp(argv[2], "poll"));
+    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood | "
+                    "dead poll|read\n");
     return 2;
 }

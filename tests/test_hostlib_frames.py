@@ -164,18 +164,43 @@ def test_a_stall_mid_message_keeps_the_partial(tree, probe, tmp_path):
 def test_the_server_going_away_is_pollerr_and_eio_as_the_kernels(tree, probe, tmp_path):
     """user_mad.c for a port that went away: poll EPOLLERR alone, read and write EIO."""
 
+    stub = _vanishing(tree)
+    got, err = _recv(stub, probe, BIG, tmp_path)
+    assert got["err"][0] == str(errno.EIO), got
+    # the poll that saw it go said POLLERR at once; this one, a second report, comes
+    # DEAD_PACE_MS after that one (poll.c), well within its own 3 s
+    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1500, got
+    assert got["read"] == ["-1", str(errno.EIO)]
+    assert got["write"] == ["-1", str(errno.EIO)]
+    assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
+    assert err.count("fabriclab:") == 1, err
+
+
+def _vanishing(tree: Path) -> Stub:
+    """The stub, gone 0.2 s after the first MAD a umad connection writes."""
+
     def vanish(conn: Conn, msg: bytes) -> list[bytes]:
         threading.Timer(0.2, stub.close).start()
         return []
 
     stub = Stub(tree, vanish)
-    got, err = _recv(stub, probe, BIG, tmp_path)
-    assert got["err"][0] == str(errno.EIO), got
-    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1000, got
-    assert got["read"] == ["-1", str(errno.EIO)]
-    assert got["write"] == ["-1", str(errno.EIO)]
-    assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
-    assert err.count("fabriclab:") == 1, err
+    return stub
+
+
+@pytest.mark.parametrize("how", ["poll", "read"])
+def test_a_receiver_looping_on_a_dead_device_does_not_spin(tree, probe, tmp_path, how):
+    """A receiver with no timeout on a device whose server went away (OpenSM's
+    umad_receiver: poll, read, "ERR 5404", again; or a blocking read alone): the first
+    failure comes at once with the line, then the library paces the reports (DEAD_PACE_MS,
+    1 s), so 3 s of the loop wake it a few times, not thousands."""
+    stub = _vanishing(tree)
+    r = run([probe, "dead", how], stub.env(), tmp_path, timeout=40)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first, polls, reads, other = map(int, _lines(r.stdout)["dead"])
+    assert 0 <= first < 3000 and other == 0, r.stdout
+    assert reads <= 5 and polls <= 5, r.stdout
+    assert reads >= 2 and polls >= (2 if how == "poll" else 0), r.stdout  # still told
+    assert r.stderr == f"fabriclab: the fabric server '{stub.name}' went away\n", r.stderr
 
 
 class SlowStub(Stub):
