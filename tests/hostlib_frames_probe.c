@@ -10,6 +10,9 @@
  *                   round trip to the server) while the main thread, once the file
  *                   MARK exists, writes a MAD on agent 0
  *   flood           writes on a blocking fd until a write fails (or 30 s pass)
+ *   issm intr|restart  holds issm0, then opens it again, blocking, while SIGALRM
+ *                   comes at 300 ms (its handler without SA_RESTART, or with it) and a
+ *                   thread lets the first go at 2 s
  *   dead poll|read  agent 0 registered and a Get written; once the device has failed
  *                   (the server went away), 3 s of a receiver's loop on it as OpenSM's
  *                   is (poll with no timeout, then read; "read": a blocking read alone),
@@ -195,6 +198,40 @@ static int do_flood(void)
     return 0;
 }
 
+static int held_issm = -1;
+
+static void *let_go(void *arg)
+{
+    (void)arg;
+    struct timespec t = {2, 0};
+    nanosleep(&t, NULL);
+    close(held_issm);
+    return NULL;
+}
+
+static int do_issm(int restart)
+{
+    held_issm = open("/dev/infiniband/issm0", O_RDWR | O_NONBLOCK);
+    if (held_issm < 0)
+        return printf("hold -1 %d\n", errno), 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGALRM, &sa, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, let_go, NULL);
+    struct itimerval it = {{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    long t0 = now_ms();
+    int fd = open("/dev/infiniband/issm0", O_RDWR);
+    int err = errno;
+    printf("issm %d %d %ld %d\n", fd < 0 ? -1 : 0, fd < 0 ? err : 0, now_ms() - t0,
+           (int)signals);
+    pthread_join(t, NULL);
+    return 0;
+}
+
 /* The loop of a receiver with no timeout on a device whose server went away: the ms
  * until the first failure, then how many polls and reads came back in DEAD_LOOP_MS. */
 #define DEAD_LOOP_MS 3000
@@ -242,9 +279,11 @@ int main(int argc, char **argv)
         return do_register(argv[2]);
     if (argc >= 2 && !strcmp(argv[1], "flood"))
         return do_flood();
+    if (argc >= 3 && !strcmp(argv[1], "issm"))
+        return do_issm(!strcmp(argv[2], "restart"));
     if (argc >= 3 && !strcmp(argv[1], "dead"))
         return do_dead(!strcmp(argv[2], "poll"));
     fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood | "
-                    "dead poll|read\n");
+                    "issm intr|restart | dead poll|read\n");
     return 2;
 }

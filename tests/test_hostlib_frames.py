@@ -252,6 +252,26 @@ def test_a_registration_round_trip_does_not_stall_write(tree, probe, tmp_path):
     assert len(stub.registered) == 1
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["intr", "restart"])
+def test_a_signal_ends_a_blocking_issm_open_as_the_kernels(tree, probe, tmp_path, restart):
+    """A blocking open of an issm another holds waits as the kernel's ib_umad_sm_open
+    does (down_interruptible): a signal whose handler lacks SA_RESTART ends it with
+    EINTR at once; with SA_RESTART it goes on and opens when the holder lets go (2 s)."""
+    stub = Stub(tree)
+    try:
+        r = run([probe, "issm", "restart" if restart else "intr"], stub.env(), tmp_path,
+                timeout=30)  # fmt: skip
+    finally:
+        stub.close()
+    fd, err, ms, signals = map(int, _lines(r.stdout)["issm"])
+    assert signals == 1, r.stdout + r.stderr
+    if restart:
+        assert (fd, err) == (0, 0) and 1900 <= ms < 5000, r.stdout
+    else:
+        assert (fd, err) == (-1, errno.EINTR) and 250 <= ms < 1000, r.stdout
+    assert "fabriclab:" not in r.stderr, r.stderr
+
+
 class Deaf(Stub):
     """The stub, never reading what a umad connection writes (a stopped server)."""
 
