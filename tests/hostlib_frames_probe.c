@@ -13,10 +13,10 @@
  *   issm intr|restart  holds issm0, then opens it again, blocking, while SIGALRM
  *                   comes at 300 ms (its handler without SA_RESTART, or with it) and a
  *                   thread lets the first go at 2 s
- *   dead poll|read  agent 0 registered and a Get written; once the device has failed
+ *   dead HOW        agent 0 registered and a Get written; once the device has failed
  *                   (the server went away), 3 s of a receiver's loop on it as OpenSM's
- *                   is (poll with no timeout, then read; "read": a blocking read alone),
- *                   counting the calls that came back */
+ *                   is (HOW, with no timeout: poll, select or epoll_wait, then read;
+ *                   "read": a blocking read alone), counting the calls that came back */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -236,22 +238,51 @@ static int do_issm(int restart)
  * until the first failure, then how many polls and reads came back in DEAD_LOOP_MS. */
 #define DEAD_LOOP_MS 3000
 
-static int do_dead(int with_poll)
+/* Waits for `fd` as `how` says (poll, select or epoll on `ep`), up to `ms` (-1: no
+ * bound): what the call returned, and whether it said fd failed (POLLERR, EPOLLERR; for
+ * select, readable). */
+static int wait_for(const char *how, int fd, int ep, int ms, int *failed)
 {
-    int fd = open("/dev/infiniband/umad0", O_RDWR | (with_poll ? O_NONBLOCK : 0));
+    int r;
+    if (!strcmp(how, "select")) {
+        fd_set in;
+        FD_ZERO(&in);
+        FD_SET(fd, &in);
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        r = select(fd + 1, &in, NULL, NULL, ms < 0 ? NULL : &tv);
+        *failed = r > 0 && FD_ISSET(fd, &in);
+    } else if (!strcmp(how, "epoll")) {
+        struct epoll_event ev;
+        r = epoll_wait(ep, &ev, 1, ms);
+        *failed = r > 0 && (ev.events & EPOLLERR);
+    } else {
+        struct pollfd pf = {fd, POLLIN, 0};
+        r = poll(&pf, 1, ms);
+        *failed = r > 0 && pf.revents == POLLERR;
+    }
+    return r;
+}
+
+static int do_dead(const char *how)
+{
+    int waits = strcmp(how, "read") != 0;
+    int fd = open("/dev/infiniband/umad0", O_RDWR | (waits ? O_NONBLOCK : 0));
     if (fd < 0)
         return printf("open -1 %d\n", errno), 1;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 7};
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
     int agent = reg(fd, 0x03, 2, -1), err;
     if (agent < 0 || send_get(fd, (uint32_t)agent, &err) < 0)
         return printf("setup -1 %d\n", errno), 1;
     unsigned char buf[UMAD_HDR_SIZE + UMAD_MAD_SIZE];
     long t0 = now_ms(), failed = -1, polls = 0, reads = 0, other = 0;
     while (now_ms() - t0 < DEADLINE_MS && (failed < 0 || now_ms() - failed < DEAD_LOOP_MS)) {
-        if (with_poll) {
-            struct pollfd pf = {fd, POLLIN, 0};
-            int p = poll(&pf, 1, failed < 0 ? 500 : -1); /* -1: as umad_recv(fd, .., -1) */
+        if (waits) {
+            int said; /* -1: as umad_recv(fd, .., -1) */
+            int p = wait_for(how, fd, ep, failed < 0 ? 500 : -1, &said);
             polls += failed >= 0;
-            if (p < 0 || (p == 0 && failed >= 0))
+            if (p < 0 || (failed >= 0 && !said))
                 other++;
         }
         ssize_t n = read(fd, buf, sizeof buf);
@@ -282,8 +313,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && !strcmp(argv[1], "issm"))
         return do_issm(!strcmp(argv[2], "restart"));
     if (argc >= 3 && !strcmp(argv[1], "dead"))
-        return do_dead(!strcmp(argv[2], "poll"));
+        return do_dead(argv[2]);
     fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood | "
-                    "issm intr|restart | dead poll|read\n");
+                    "issm intr|restart | dead poll|select|epoll|read\n");
     return 2;
 }

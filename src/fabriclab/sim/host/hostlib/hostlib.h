@@ -53,7 +53,9 @@
  *   write.c   write: one MAD to the server
  *   read.c    read: one message from the server, held to the protocol's sizes
  *   poll.c    poll: a pending message reads at once, a failed device is POLLERR
- *   select.c  select, pselect and epoll: a pending message reads at once
+ *             (again at most every DEAD_PACE_MS)
+ *   select.c  select, pselect and epoll: a pending message reads at once, a failed
+ *             device is paced as poll.c paces it
  *
  * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
  * library exports only the calls it wraps. */
