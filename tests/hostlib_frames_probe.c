@@ -9,7 +9,14 @@
  *   register MARK   agent 0 registered; a thread registers agent 1 with methods (a
  *                   round trip to the server) while the main thread, once the file
  *                   MARK exists, writes a MAD on agent 0
- *   flood           writes on a blocking fd until a write fails (or 30 s pass) */
+ *   flood           writes on a blocking fd until a write fails (or 30 s pass)
+ *   issm intr|restart  holds issm0, then opens it again, blocking, while SIGALRM
+ *                   comes at 300 ms (its handler without SA_RESTART, or with it) and a
+ *                   thread lets the first go at 2 s
+ *   dead HOW        agent 0 registered and a Get written; once the device has failed
+ *                   (the server went away), 3 s of a receiver's loop on it as OpenSM's
+ *                   is (HOW, with no timeout: poll, select or epoll_wait, then read;
+ *                   "read": a blocking read alone), counting the calls that came back */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -191,6 +200,105 @@ static int do_flood(void)
     return 0;
 }
 
+static int held_issm = -1;
+
+static void *let_go(void *arg)
+{
+    (void)arg;
+    struct timespec t = {2, 0};
+    nanosleep(&t, NULL);
+    close(held_issm);
+    return NULL;
+}
+
+static int do_issm(int restart)
+{
+    held_issm = open("/dev/infiniband/issm0", O_RDWR | O_NONBLOCK);
+    if (held_issm < 0)
+        return printf("hold -1 %d\n", errno), 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGALRM, &sa, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, let_go, NULL);
+    struct itimerval it = {{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    long t0 = now_ms();
+    int fd = open("/dev/infiniband/issm0", O_RDWR);
+    int err = errno;
+    printf("issm %d %d %ld %d\n", fd < 0 ? -1 : 0, fd < 0 ? err : 0, now_ms() - t0,
+           (int)signals);
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* The loop of a receiver with no timeout on a device whose server went away: the ms
+ * until the first failure, then how many polls and reads came back in DEAD_LOOP_MS. */
+#define DEAD_LOOP_MS 3000
+
+/* Waits for `fd` as `how` says (poll, select or epoll on `ep`), up to `ms` (-1: no
+ * bound): what the call returned, and whether it said fd failed (POLLERR, EPOLLERR; for
+ * select, readable). */
+static int wait_for(const char *how, int fd, int ep, int ms, int *failed)
+{
+    int r;
+    if (!strcmp(how, "select")) {
+        fd_set in;
+        FD_ZERO(&in);
+        FD_SET(fd, &in);
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        r = select(fd + 1, &in, NULL, NULL, ms < 0 ? NULL : &tv);
+        *failed = r > 0 && FD_ISSET(fd, &in);
+    } else if (!strcmp(how, "epoll")) {
+        struct epoll_event ev;
+        r = epoll_wait(ep, &ev, 1, ms);
+        *failed = r > 0 && (ev.events & EPOLLERR);
+    } else {
+        struct pollfd pf = {fd, POLLIN, 0};
+        r = poll(&pf, 1, ms);
+        *failed = r > 0 && pf.revents == POLLERR;
+    }
+    return r;
+}
+
+static int do_dead(const char *how)
+{
+    int waits = strcmp(how, "read") != 0;
+    int fd = open("/dev/infiniband/umad0", O_RDWR | (waits ? O_NONBLOCK : 0));
+    if (fd < 0)
+        return printf("open -1 %d\n", errno), 1;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 7};
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    int agent = reg(fd, 0x03, 2, -1), err;
+    if (agent < 0 || send_get(fd, (uint32_t)agent, &err) < 0)
+        return printf("setup -1 %d\n", errno), 1;
+    unsigned char buf[UMAD_HDR_SIZE + UMAD_MAD_SIZE];
+    long t0 = now_ms(), failed = -1, polls = 0, reads = 0, other = 0;
+    while (now_ms() - t0 < DEADLINE_MS && (failed < 0 || now_ms() - failed < DEAD_LOOP_MS)) {
+        if (waits) {
+            int said; /* -1: as umad_recv(fd, .., -1) */
+            int p = wait_for(how, fd, ep, failed < 0 ? 500 : -1, &said);
+            polls += failed >= 0;
+            if (p < 0 || (failed >= 0 && !said))
+                other++;
+        }
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EIO) {
+            if (failed < 0)
+                failed = now_ms();
+            else
+                reads++;
+        } else if (failed >= 0 || (n < 0 && errno != EAGAIN)) {
+            other++;
+        }
+    }
+    printf("dead %ld %ld %ld %ld\n", failed < 0 ? -1 : failed - t0, polls, reads, other);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -202,6 +310,11 @@ int main(int argc, char **argv)
         return do_register(argv[2]);
     if (argc >= 2 && !strcmp(argv[1], "flood"))
         return do_flood();
-    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood\n");
+    if (argc >= 3 && !strcmp(argv[1], "issm"))
+        return do_issm(!strcmp(argv[2], "restart"));
+    if (argc >= 3 && !strcmp(argv[1], "dead"))
+        return do_dead(argv[2]);
+    fprintf(stderr, "usage: probe recv SIZE | open [sig] | register MARK | flood | "
+                    "issm intr|restart | dead poll|select|epoll|read\n");
     return 2;
 }

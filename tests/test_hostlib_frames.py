@@ -164,18 +164,45 @@ def test_a_stall_mid_message_keeps_the_partial(tree, probe, tmp_path):
 def test_the_server_going_away_is_pollerr_and_eio_as_the_kernels(tree, probe, tmp_path):
     """user_mad.c for a port that went away: poll EPOLLERR alone, read and write EIO."""
 
+    stub = _vanishing(tree)
+    got, err = _recv(stub, probe, BIG, tmp_path)
+    assert got["err"][0] == str(errno.EIO), got
+    # the poll that saw it go said POLLERR at once; this one, a second report, comes
+    # DEAD_PACE_MS after that one (poll.c), well within its own 3 s
+    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1500, got
+    assert got["read"] == ["-1", str(errno.EIO)]
+    assert got["write"] == ["-1", str(errno.EIO)]
+    assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
+    assert err.count("fabriclab:") == 1, err
+
+
+def _vanishing(tree: Path) -> Stub:
+    """The stub, gone 0.2 s after the first MAD a umad connection writes."""
+
     def vanish(conn: Conn, msg: bytes) -> list[bytes]:
         threading.Timer(0.2, stub.close).start()
         return []
 
     stub = Stub(tree, vanish)
-    got, err = _recv(stub, probe, BIG, tmp_path)
-    assert got["err"][0] == str(errno.EIO), got
-    assert got["poll"][:2] == ["1", hex(POLLERR)] and int(got["poll"][2]) < 1000, got
-    assert got["read"] == ["-1", str(errno.EIO)]
-    assert got["write"] == ["-1", str(errno.EIO)]
-    assert err.count(f"fabriclab: the fabric server '{stub.name}' went away\n") == 1, err
-    assert err.count("fabriclab:") == 1, err
+    return stub
+
+
+@pytest.mark.parametrize("how", ["poll", "select", "epoll", "read"])
+def test_a_receiver_looping_on_a_dead_device_does_not_spin(tree, probe, tmp_path, how):
+    """A receiver with no timeout on a device whose server went away (OpenSM's
+    umad_receiver: poll, read, "ERR 5404", again; the same with select or epoll_wait; or
+    a blocking read alone): the first failure comes at once with the line, then the
+    library paces the reports (DEAD_PACE_MS, 1 s), each still saying the device failed
+    (POLLERR, EPOLLERR, readable), so 3 s of the loop wake it a few times, not
+    thousands."""
+    stub = _vanishing(tree)
+    r = run([probe, "dead", how], stub.env(), tmp_path, timeout=40)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first, polls, reads, other = map(int, _lines(r.stdout)["dead"])
+    assert 0 <= first < 3000 and other == 0, r.stdout
+    assert reads <= 5 and polls <= 5, r.stdout
+    assert reads >= 2 and polls >= (0 if how == "read" else 2), r.stdout  # still told
+    assert r.stderr == f"fabriclab: the fabric server '{stub.name}' went away\n", r.stderr
 
 
 class SlowStub(Stub):
@@ -225,6 +252,26 @@ def test_a_registration_round_trip_does_not_stall_write(tree, probe, tmp_path):
     assert int(got["write"][2]) < 1000 and got["write"][3] == "1", r.stdout
     assert got["reg"][0] == "1" and int(got["reg"][1]) >= 2900, r.stdout
     assert len(stub.registered) == 1
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["intr", "restart"])
+def test_a_signal_ends_a_blocking_issm_open_as_the_kernels(tree, probe, tmp_path, restart):
+    """A blocking open of an issm another holds waits as the kernel's ib_umad_sm_open
+    does (down_interruptible): a signal whose handler lacks SA_RESTART ends it with
+    EINTR at once; with SA_RESTART it goes on and opens when the holder lets go (2 s)."""
+    stub = Stub(tree)
+    try:
+        r = run([probe, "issm", "restart" if restart else "intr"], stub.env(), tmp_path,
+                timeout=30)  # fmt: skip
+    finally:
+        stub.close()
+    fd, err, ms, signals = map(int, _lines(r.stdout)["issm"])
+    assert signals == 1, r.stdout + r.stderr
+    if restart:
+        assert (fd, err) == (0, 0) and 1900 <= ms < 5000, r.stdout
+    else:
+        assert (fd, err) == (-1, errno.EINTR) and 250 <= ms < 1000, r.stdout
+    assert "fabriclab:" not in r.stderr, r.stderr
 
 
 class Deaf(Stub):

@@ -169,6 +169,20 @@ def test_a_thread_cancelled_in_a_registration_leaves_the_fd_usable(built, asan):
 
 
 @pytest.mark.parametrize("asan", [False, True], ids=["plain", "asan"])
+def test_threads_cancelled_in_registrations_leave_no_socket_behind(built, asan):
+    """Registration makes a connection of its own and waits for the server's answer in
+    poll, a cancellation point: 40 threads cancelled there one after another leave the
+    process with the fds it had (the library closes the socket as the thread unwinds)."""
+    stub = HeldRegister()
+    try:
+        lines = _lines(_probe(stub, built, "cancel-register-fds", asan))
+    finally:
+        stub.release.set()
+        stub.close()
+    assert lines == ["fds 0 more after 40", "close 0"]
+
+
+@pytest.mark.parametrize("asan", [False, True], ids=["plain", "asan"])
 def test_dup_dup2_dup3_and_fcntl_share_the_umad_file(built, asan):
     """Each dup of a umad fd is the same file (the kernel's shared struct file): the
     agents registered through one are the others' (ids go on 0, 1, 2, 3, 4), a MAD goes out

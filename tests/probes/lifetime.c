@@ -4,6 +4,7 @@
  * "hello".  Prints one line per step; exits 0 when every step went as on Linux, 3 when
  * something hung past its deadline. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #define REGISTER_AGENT 0xC01C1B01u /* _IOWR(0x1b, 1, struct ib_user_mad_reg_req) */
 #define MSG 320                    /* the 64-byte header and one MAD */
 #define DEADLINE 20                /* seconds: past it the probe says so and exits 3 */
+#define CANCELS 40                 /* registrations cancelled in cancel-register-fds */
 
 static const char *file;
 
@@ -210,6 +212,38 @@ static void cancel_register(void)
     say("close %d", close(r.fd));
 }
 
+/* How many fds this process has open (/proc/self/fd, less the directory's own). */
+static int fd_count(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        say("opendir %s", strerror(errno)), exit(1);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's fd */
+}
+
+/* threads cancelled, one after another, while their registrations wait for the
+ * server's answer: the fds the process holds before and after */
+static void cancel_register_fds(void)
+{
+    int fd = open_umad(), before = fd_count();
+    for (int i = 0; i < CANCELS; i++) {
+        struct reader r = {.fd = fd};
+        pthread_t t;
+        pthread_create(&t, NULL, registrar, &r);
+        while (!__atomic_load_n(&r.tid, __ATOMIC_ACQUIRE))
+            sched_yield();
+        wait_in(r.tid, SYS_poll, SYS_ppoll);
+        pthread_cancel(t);
+        pthread_join(t, NULL);
+    }
+    say("fds %d more after %d", fd_count() - before, CANCELS);
+    say("close %d", close(fd));
+}
+
 /* dup, fcntl(F_DUPFD_CLOEXEC), dup2, dup3: the same file, its agents shared */
 static void dups(void)
 {
@@ -286,6 +320,8 @@ int main(int argc, char **argv)
         cancel();
     else if (!strcmp(argv[1], "cancel-register"))
         cancel_register();
+    else if (!strcmp(argv[1], "cancel-register-fds"))
+        cancel_register_fds();
     else if (!strcmp(argv[1], "dups"))
         dups();
     else if (!strcmp(argv[1], "closes"))

@@ -76,6 +76,18 @@ static ssize_t reply_in_time(int s, unsigned char *reply)
     }
 }
 
+/* A socket hello() made, closed when its block ends unless handed out (-1): connect,
+ * send and poll are cancellation points (pthreads(7)) and OpenSM cancels threads, so a
+ * thread cancelled in a registration's round trip closes it as it unwinds (hostlib.h:
+ * what a cancelled thread leaves behind), as on any other way out. */
+static void close_socket(int *s)
+{
+    if (*s < 0)
+        return;
+    int err = errno;
+    NEXT(close)(*s);
+    errno = err;
+}
 
 /* Opens a connection of `kind` (only as the fabric's owner or root, and only to a
  * server running as one of them: SO_PEERCRED) and says HELLO (index, token, then
@@ -111,8 +123,8 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
         return -1;
     }
     /* non-blocking until connected: connect_by */
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | (cloexec ? SOCK_CLOEXEC : 0),
-                   0);
+    int s __attribute__((cleanup(close_socket))) =
+        socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | (cloexec ? SOCK_CLOEXEC : 0), 0);
     if (s < 0) {
         snprintf(text, FL_TEXT_MAX, "cannot make a socket: %s", strerror(errno));
         return -1;
@@ -190,13 +202,15 @@ int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n
             if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
                 text[i] = ' ';
         *token = r->token;
-        if (!r->err)
-            return s;
+        if (!r->err) {
+            int ok = s;
+            s = -1; /* handed out */
+            return ok;
+        }
         err = r->err;
         if (!len)
             snprintf(text, FL_TEXT_MAX, "the fabric server refused: %s", strerror(err));
     }
-    NEXT(close)(s);
-    errno = err;
+    errno = err; /* close_socket closes s, errno kept */
     return -1;
 }

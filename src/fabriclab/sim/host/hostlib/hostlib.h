@@ -58,7 +58,9 @@
  *   write.c   write: one MAD to the server
  *   read.c    read: one message from the server, held to the protocol's sizes
  *   poll.c    poll: a pending message reads at once, a failed device is POLLERR
- *   select.c  select, pselect and epoll: a pending message reads at once
+ *             (again at most every DEAD_PACE_MS)
+ *   select.c  select, pselect and epoll: a pending message reads at once, a failed
+ *             device is paced as poll.c paces it
  *
  * What one file defines and another uses is declared here, hidden (FL_HIDDEN): the
  * library exports only the calls it wraps. */
@@ -95,6 +97,12 @@
 #define WAIT_MS 5000        /* how long the server may take to take a connection and to
                              * answer its HELLO, or to send a long message's next piece */
 #define FD_LIMIT 65536      /* umad and issm fds are looked up in an array this long */
+#define DEAD_PACE_MS 1000   /* a failed umad device is reported again (POLLERR to a poll,
+                             * select or epoll; EIO to a blocking read) at most this often:
+                             * a receiver that loops on it with no timeout (OpenSM's
+                             * umad_receiver: umad_recv(-1), "ERR 5404", again) wakes once a
+                             * second instead of spinning (poll.c says where this departs
+                             * from the kernel) */
 
 /* --- libc's own functions (libc.c) ------------------------------------------------- */
 
@@ -140,6 +148,13 @@ FL_HIDDEN int device_dead(struct ufd *u, int fd, int *flag, const char *text);
 /* The server closed a umad connection: the device fails (device_dead) with the line
  * "went away"; -1 with errno EIO. */
 FL_HIDDEN int server_gone(struct ufd *u, int fd);
+
+/* Milliseconds of CLOCK_MONOTONIC (poll.c). */
+FL_HIDDEN long mono_ms(void);
+
+/* How long until the failed umad file `u` may be reported to a poll, select or epoll
+ * again (DEAD_PACE_MS after the last time), in ms: 0 now, -1 when `u` has not failed. */
+FL_HIDDEN long dead_due_in(struct ufd *u);
 
 /* --- connections to the server (hello.c) ------------------------------------------- */
 
@@ -233,6 +248,8 @@ struct ufd {
     int ready;                /* msg is whole: the fd reads at once */
     uint8_t *scratch;         /* FL_FRAME_MAX bytes: a frame beyond the reader's count */
     int dead;                 /* the server went away or broke the protocol (device_dead) */
+    long dead_polled;         /* when a poll, select or epoll last reported it failed, and */
+    long dead_read;           /* a read; ms of CLOCK_MONOTONIC (mono_ms), 0: never */
 };
 
 extern FL_HIDDEN struct ufd *ufds[FD_LIMIT];

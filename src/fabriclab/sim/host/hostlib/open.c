@@ -4,7 +4,37 @@
  * tree. */
 #include "hostlib.h"
 
+#include <sys/timerfd.h>
+
 #define ISSM_RETRY_NS 200000000L /* a blocking issm open retries this often */
+
+static void close_timer(int *t)
+{
+    int err = errno;
+    if (*t >= 0)
+        NEXT(close)(*t);
+    errno = err;
+}
+
+/* Waits ISSM_RETRY_NS before an issm open tries again, as interruptible as the kernel's
+ * wait for the SM's semaphore (user_mad.c ib_umad_sm_open: down_interruptible, then
+ * -ERESTARTSYS): a signal whose handler has SA_RESTART goes on waiting, one without it
+ * ends the open with EINTR.  A blocking read of a timerfd (`*timer`, made on first use)
+ * is restarted or interrupted exactly so (fs/timerfd.c timerfd_read; signal(7));
+ * nanosleep would be EINTR for both.  0, or -1 with errno EINTR. */
+static int issm_wait(int *timer)
+{
+    struct itimerspec it = {{0, 0}, {0, ISSM_RETRY_NS}};
+    uint64_t ticks;
+    if (*timer < 0)
+        *timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    if (*timer < 0 || timerfd_settime(*timer, 0, &it, NULL) < 0) {
+        struct timespec ts = {0, ISSM_RETRY_NS}; /* no timerfd: not interruptible */
+        nanosleep(&ts, NULL);
+        return 0;
+    }
+    return NEXT(read)(*timer, &ticks, sizeof ticks) < 0 && errno == EINTR ? -1 : 0;
+}
 
 /* Whether `path` is /dev/infiniband/umad<N> or issm<N>: its kind, N in *index; else 0.
  * A path written another way ("//dev", "/dev/./infiniband", "infiniband/umad0" from
@@ -35,13 +65,14 @@ int dev_kind(const char *path, unsigned *index)
 }
 
 /* Opens umad<index> or issm<index> as the kernel would (user_mad.c ib_umad_open,
- * ib_umad_sm_open): a connection to the server; an issm held by another waits, or is
- * EAGAIN under O_NONBLOCK.  The fd, or -1 with errno. */
+ * ib_umad_sm_open): a connection to the server; an issm held by another waits (a
+ * signal may end the wait: issm_wait), or is EAGAIN under O_NONBLOCK.  The fd, or -1
+ * with errno. */
 static int dev_open(int kind, unsigned index, int flags)
 {
     char text[FL_TEXT_MAX + 1];
     uint32_t token = 0;
-    int s;
+    int s, timer __attribute__((cleanup(close_timer))) = -1;
     while ((s = hello(kind, index, &token, NULL, 0, flags & O_CLOEXEC, text)) < 0) {
         int err = errno;
         if (kind != FL_KIND_ISSM || err != EBUSY) {
@@ -53,8 +84,8 @@ static int dev_open(int kind, unsigned index, int flags)
             errno = EAGAIN;
             return -1;
         }
-        struct timespec ts = {0, ISSM_RETRY_NS};
-        nanosleep(&ts, NULL);
+        if (issm_wait(&timer) < 0)
+            return -1; /* EINTR */
     }
     if (flags & O_NONBLOCK)
         fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);

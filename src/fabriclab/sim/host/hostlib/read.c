@@ -143,6 +143,22 @@ static ssize_t first_frame(struct ufd *u, int fd, uint8_t *buf, size_t count, si
     return msg_keep(u, fd, buf, count, n, status & FL_MORE ? length : n);
 }
 
+/* A read of a failed device: EIO (ib_umad_read: agents_dead), at once the first time
+ * and under O_NONBLOCK; a blocking read within DEAD_PACE_MS of the last one to say so
+ * first waits out the rest (poll.c says why), or ends EINTR if a signal comes. */
+static ssize_t dead_read(struct ufd *u, int fd)
+{
+    long last = __atomic_load_n(&u->dead_read, __ATOMIC_ACQUIRE);
+    long left = last ? last + DEAD_PACE_MS - mono_ms() : 0;
+    if (left > 0 && !(NEXT(fcntl)(fd, F_GETFL) & O_NONBLOCK)) {
+        struct timespec ts = {left / 1000, (left % 1000) * 1000000L};
+        if (nanosleep(&ts, NULL) < 0)
+            return -1; /* EINTR */
+    }
+    __atomic_store_n(&u->dead_read, mono_ms(), __ATOMIC_RELEASE);
+    return errno = EIO, -1;
+}
+
 /* One message: the common case is one recvmsg straight into the caller's buffer (the
  * server fills the header as the kernel's receive path does); the part of a frame past
  * `count` lands in a scratch buffer and makes the message pending. */
@@ -150,6 +166,8 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
 {
     if (u->kind != FL_KIND_UMAD || count < UMAD_HDR_SIZE)
         return errno = EINVAL, -1;
+    if (__atomic_load_n(&u->dead, __ATOMIC_ACQUIRE))
+        return dead_read(u, fd); /* paced, without the lock */
     LOCK(&u->rlock);
     ssize_t r = -1;
     for (;;) {
@@ -188,6 +206,8 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
         break; /* EAGAIN, EINTR */
     }
     UNLOCK();
+    if (r < 0 && errno == EIO && __atomic_load_n(&u->dead, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&u->dead_read, mono_ms(), __ATOMIC_RELEASE); /* said at once */
     return r;
 }
 
