@@ -1,8 +1,8 @@
 """fabriclab's host library over TCP (FABRICLAB_HOST_ADDR: sim/host/hostlib/remote.c,
-relay.c, unpack.c): the real ibstat and smpquery on a tray whose fabric server is a TCP
+stream.c, unpack.c): the real ibstat and smpquery on a tray whose fabric server is a TCP
 address, against a small server end written for the test on loopback (the protocol of
 ib/hostwire.py, each packet behind its length, AUTH before HELLO, TREE's archive): the
-tray's tree unpacked into a private directory, the umad device relayed by a thread, and
+tray's tree unpacked into a private directory, the umad device the stream itself, and
 what a wrong token, a hostile server and a server going away do to the tools."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_real_ibstat_sees_the_trays_devices_from_the_unpacked_tree(stub, tree, t
     assert r.returncode == 0 and os.listdir(stub.tmp) == [], r.stderr
 
 
-def test_real_smpquery_gets_its_answer_through_the_relay(stub, tmp_path):
+def test_real_smpquery_gets_its_answer_through_the_stream(stub, tmp_path):
     r = run(["smpquery", "-C", "mlx5_1", "-D", "nodeinfo", "0"], stub.env(), tmp_path)
     assert r.returncode == 0, r.stderr
     assert re.search(rf"^Guid:\.+0x{NODE_GUID:016x}$", r.stdout, re.M)
@@ -273,7 +273,7 @@ def test_a_hostile_server_gives_a_clear_line_and_no_write_outside(tree, tmp_path
     assert not Path("/victim-abs").exists() and os.listdir(tmp_path) == []
 
 
-# --- the server going, the relay ending ------------------------------------------------
+# --- the server going, the device ending -----------------------------------------------
 
 
 def test_the_server_going_away_fails_the_tool_at_once(tree, tmp_path):

@@ -10,8 +10,8 @@
  *   written: absolute, relative to the working directory or a directory fd, with
  *   "//", "." or ".."; getcwd and realpath in it show /sys/class/....
  * - gethostname() and uname().nodename are the tray's name.
- * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server carrying
- *   ib_user_mad frames, with the kernel's ioctl, read, write, poll, select and epoll
+ * - /dev/infiniband/umad<N> is a SOCK_SEQPACKET connection to the server (over TCP:
+ *   the stream itself, stream.c) carrying ib_user_mad frames, with the kernel's ioctl, read, write, poll, select and epoll
  *   semantics (Linux drivers/infiniband/core/user_mad.c, mad.c); /dev/infiniband/issm<N>
  *   is a connection held open.  stat and access see both as the kernel's character
  *   devices.
@@ -45,7 +45,7 @@
  *             once, gethostname and uname
  *   hello.c   a connection to the server: HELLO and its REPLY, each within WAIT_MS
  *   remote.c  the same over TCP (FABRICLAB_HOST_ADDR): AUTH, framing, TREE's archive
- *   relay.c   a umad or issm device over TCP: a socketpair relayed by a thread
+ *   stream.c  a umad or issm device over TCP: packets framed on the stream itself
  *   unpack.c  TREE's archive checked and unpacked into a private directory
  *   privdir.c that directory: where, whose, taken from an ancestor, removed
  *   tree.c    /sys/class/infiniband: the tray's tree (kept fresh), path rewriting, the
@@ -163,17 +163,22 @@ FL_HIDDEN long dead_due_in(struct ufd *u);
 FL_HIDDEN int hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
                     int cloexec, char *text);
 
-/* --- the server over TCP (remote.c, relay.c, unpack.c) ---------------------------- */
+/* --- the server over TCP (remote.c, stream.c, unpack.c) --------------------------- */
 
-/* hello() over TCP: the same answer; a umad or issm device is one end of a
- * SOCK_SEQPACKET socketpair relayed to the TCP stream, a TREE's text the directory its
- * archive was unpacked into. */
+/* hello() over TCP: the same answer; a umad or issm device is the TCP stream itself
+ * (stream.c frames its packets), a TREE's text the directory its archive was unpacked
+ * into. */
 FL_HIDDEN int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra,
                            size_t n, int cloexec, char *text);
 
-/* The application's end of a socketpair whose other end a thread relays to and from
- * the TCP connection `tcp` (which it owns from now on); -1 with errno and `text`. */
-FL_HIDDEN int relay_start(int tcp, int cloexec, char *text);
+/* recvmsg and sendmsg of one packet, as on a unix connection, for a umad file `u`
+ * whose fd is the TCP stream (stream.c; under u's rlock, wlock).  stream_recv: the
+ * packet's length, 0 at the end, or -1 with errno (EAGAIN: none, or the rest of one
+ * not within WAIT_MS; ECONNRESET: the server is gone; EIO: it lied, the device
+ * failed).  stream_send: the packet's length, or -1 with errno (EAGAIN: nothing went;
+ * ECONNRESET; EIO: part went and the rest not within `ms`, the device failed). */
+FL_HIDDEN ssize_t stream_recv(struct ufd *u, int fd, struct msghdr *m);
+FL_HIDDEN ssize_t stream_send(struct ufd *u, int fd, const struct msghdr *m, long ms);
 
 /* Unpacks a TREE archive (`n` bytes) into this process's private directory; 0 with the
  * directory in `text`, or -1 with errno and what is wrong in `text`. */
@@ -247,6 +252,10 @@ struct ufd {
     size_t msg_len, msg_have;
     int ready;                /* msg is whole: the fd reads at once */
     uint8_t *scratch;         /* FL_FRAME_MAX bytes: a frame beyond the reader's count */
+    int stream;               /* the fd is a TCP stream of packets behind their lengths
+                               * (remote.c, stream.c), not a SOCK_SEQPACKET socket */
+    uint8_t *in;              /* stream: FL_LENGTH_SIZE + FL_FRAME_MAX bytes, a packet */
+    size_t in_have;           /* being read (its length first), so many bytes of it here */
     int dead;                 /* the server went away or broke the protocol (device_dead) */
     long dead_polled;         /* when a poll, select or epoll last reported it failed, and */
     long dead_read;           /* a read; ms of CLOCK_MONOTONIC (mono_ms), 0: never */

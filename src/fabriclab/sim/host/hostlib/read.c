@@ -92,7 +92,7 @@ static int msg_piece(struct ufd *u, int fd)
     for (;;) {
         struct iovec iov = {u->msg + u->msg_have, want};
         struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n = recvmsg(fd, &m, 0);
+        ssize_t n = u->stream ? stream_recv(u, fd, &m) : recvmsg(fd, &m, 0);
         if (n > 0 && ((m.msg_flags & MSG_TRUNC) || (size_t)n != want))
             return lied(u, fd, "a piece of a %zu-byte message %s than the protocol's %zu",
                         u->msg_len, (m.msg_flags & MSG_TRUNC) ? "longer" : "shorter",
@@ -190,7 +190,7 @@ static ssize_t umad_read(struct ufd *u, int fd, uint8_t *buf, size_t count)
         }
         struct iovec iov[2] = {{buf, count}, {u->scratch, FL_FRAME_MAX}};
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-        ssize_t n = recvmsg(fd, &m, 0);
+        ssize_t n = u->stream ? stream_recv(u, fd, &m) : recvmsg(fd, &m, 0);
         if (n > 0) {
             ssize_t got = first_frame(u, fd, buf, count, (size_t)n, m.msg_flags & MSG_TRUNC);
             if (got > 0)

@@ -7,8 +7,8 @@
  * poll); the server's lengths are all checked before anything is read or allocated.
  *
  * What hello() hands back is what it hands back on the unix socket: a umad or issm
- * device is the application's end of a socketpair relayed to the stream (relay.c), so
- * read.c, write.c and poll.c see a SOCK_SEQPACKET socket; TREE's archive (REPLY value =
+ * device is the stream itself, whose packets read.c and write.c take and send through
+ * stream.c as they do a SOCK_SEQPACKET socket's; TREE's archive (REPLY value =
  * its size, then packets) is unpacked into a private directory whose path is the
  * REPLY's text (unpack.c), so tree.c reads it as the directory the server names; a
  * process's first TREE takes the tree an ancestor fetched a moment ago, when there is
@@ -192,7 +192,7 @@ static int fetch_tree(int s, uint32_t size, char *text)
     return r;
 }
 
-/* hello() over TCP: AUTH and HELLO (and `extra`), the REPLY; a device is relayed, a
+/* hello() over TCP: AUTH and HELLO (and `extra`), the REPLY; a device is the stream, a
  * TREE's archive unpacked.  As hello(): the descriptor to use, or -1 with errno and
  * what went wrong in `text`. */
 int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, size_t n,
@@ -285,7 +285,13 @@ int remote_hello(int kind, unsigned index, uint32_t *token, const void *extra, s
                 return s;
             err = errno;
         } else if (kind == FL_KIND_UMAD || kind == FL_KIND_ISSM) {
-            return relay_start(s, cloexec, text);
+            /* the device's fd is the stream (stream.c), blocking as the unix one is */
+            if (fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) == 0 &&
+                (cloexec || fcntl(s, F_SETFD, 0) == 0))
+                return s;
+            err = errno;
+            snprintf(text, FL_TEXT_MAX, "cannot set up the device's stream: %s",
+                     strerror(err));
         } else {
             return s;
         }

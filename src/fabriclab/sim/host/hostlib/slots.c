@@ -100,6 +100,7 @@ void ufd_put(struct ufd *u)
     int err = errno;
     free(u->msg);
     free(u->scratch);
+    free(u->in);
     pthread_mutex_destroy(&u->lock);
     pthread_mutex_destroy(&u->rlock);
     pthread_mutex_destroy(&u->wlock);
@@ -119,6 +120,7 @@ int ufd_open(int s, int kind, uint32_t token)
     }
     u->kind = kind;
     u->token = token;
+    u->stream = remote; /* over TCP the fd is the stream itself (stream.c) */
     u->dev = st.st_dev;
     u->ino = st.st_ino;
     pthread_mutex_init(&u->lock, NULL);

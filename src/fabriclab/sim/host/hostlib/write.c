@@ -21,7 +21,8 @@ static int send_frame(struct ufd *u, int fd, struct iovec *iov, int n)
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += SEND_WAIT_MS / 1000;
     for (;;) {
-        if (sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+        if ((u->stream ? stream_send(u, fd, &m, SEND_WAIT_MS)
+                       : sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)) >= 0)
             return 0;
         if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
             return server_gone(u, fd);

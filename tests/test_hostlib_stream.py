@@ -1,26 +1,34 @@
 """fabriclab's host library over TCP, seen from inside a process by small C programs the
-tests compile: the relay thread of a umad or issm device (sim/host/hostlib/relay.c)
-ends when the device is closed, a forked child shares the device but none of the
-relay's own descriptors, and the private tree directory (unpack.c, privdir.c) is
-rewritten in place when asked again."""
+tests compile: a umad or issm device is the TCP stream itself (sim/host/hostlib/
+stream.c), with no thread of the library's and no descriptor beside it, closed with
+the device; a forked child shares the device as it is; and the private tree directory
+(unpack.c, privdir.c) is rewritten in place when asked again."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import select
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from tcpstub import TcpStub, entry
-from test_hostlib import answer_smp, run
+from tcpstub import LENGTH, TcpStub, entry
+from test_hostlib import Conn, answer_smp, run
+from test_hostlib_frames import FRAME, LONG, _lines, _message, _more, probe
 
 from fabriclab.ib import hostwire
 from fabriclab.sim.host.hostlib import library_path
 
 HOSTLIB = Path(library_path()).parent
 D, F, L = hostwire.ENTRY_DIR, hostwire.ENTRY_FILE, hostwire.ENTRY_SYMLINK
+
+
+__all__ = ["probe"]  # the frames probe, a fixture of test_hostlib_frames.py
 
 
 @pytest.fixture
@@ -82,7 +90,7 @@ int main(void)
 """
 
 
-def test_the_relay_thread_ends_when_the_device_is_closed(stub, tmp_path):
+def test_a_device_over_tcp_starts_no_thread_and_its_close_ends_the_stream(stub, tmp_path):
     src, exe = tmp_path / "probe.c", tmp_path / "probe"
     src.write_text(_PROBE)
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, timeout=60)
@@ -92,7 +100,7 @@ def test_the_relay_thread_ends_when_the_device_is_closed(stub, tmp_path):
     )  # fmt: skip
     try:
         assert p.stdout is not None and p.stdin is not None
-        assert p.stdout.readline() == "issm 2\n"  # the probe and the issm's relay
+        assert p.stdout.readline() == "issm 1\n"  # the probe alone: no thread of the library
         assert stub.issm_open.wait(10) and not stub.issm_closed.is_set()
         p.stdin.write("\n")
         p.stdin.flush()
@@ -100,7 +108,7 @@ def test_the_relay_thread_ends_when_the_device_is_closed(stub, tmp_path):
     finally:
         p.kill()
     assert p.returncode == 0, err
-    assert out == "before 1 most 2 after 1\n"  # one relay per open device, none left
+    assert out == "before 1 most 1 after 1\n"  # no thread for any open device
     assert stub.issm_closed.wait(10)  # closing the device closed the stream: IsSM gone
     assert len(stub.conns) == 20 and err == ""
 
@@ -141,7 +149,7 @@ int main(void)
     if (pipe(pipefd))
         return 1;
     pid_t pid = fork();
-    if (pid == 0) { /* the device's fd, the pipe: not the relay's own two */
+    if (pid == 0) { /* the device's fd and the pipe: nothing of the library's beside */
         printf("child fds %d\n", count("/proc/self/fd") - fds);
         fflush(stdout);
         char c;
@@ -149,7 +157,7 @@ int main(void)
         return read(pipefd[0], &c, 1) < 0; /* until the parent says go */
     }
     close(pipefd[0]);
-    close(fd); /* the child still holds the device: the relay stays */
+    close(fd); /* the child still holds the device */
     struct timespec pause = {0, 200000000};
     nanosleep(&pause, NULL); /* a wait that must see nothing happen */
     printf("parent closed %d\n", count("/proc/self/task"));
@@ -161,15 +169,85 @@ int main(void)
 """
 
 
-def test_a_forked_child_shares_the_device_and_not_the_relays_own_descriptors(stub, tmp_path):
+def test_a_forked_child_shares_the_device_and_nothing_else_of_the_librarys(stub, tmp_path):
     src, exe = tmp_path / "fork.c", tmp_path / "fork"
     src.write_text(_FORK)
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, timeout=60)
     r = run([str(exe)], stub.env(), tmp_path)
     assert r.returncode == 0, r.stderr
-    # the child: the device and the pipe's two ends; the parent's relay lives on while
-    # the child holds the device, and ends when the child goes
-    assert r.stdout == "child fds 3\nparent closed 2\nchild gone 1\n", r.stdout + r.stderr
+    # the child: the device and the pipe's two ends; no thread in either process
+    assert r.stdout == "child fds 3\nparent closed 1\nchild gone 1\n", r.stdout + r.stderr
+
+
+# --- packets read off the stream -------------------------------------------------------
+
+
+def _cut(data: bytes, at: list[int], stall: float):
+    """An answer that writes ``data`` on the stream in pieces cut at the offsets ``at``,
+    with a pause of ``stall`` seconds before each piece after the first."""
+
+    def answer(conn: Conn, msg: bytes) -> list[bytes]:
+        def go() -> None:
+            bounds = [0, *at, len(data)]
+            for i in range(len(bounds) - 1):
+                if i:
+                    time.sleep(stall)  # the stall is what is tested
+                conn.sock.sendall(data[bounds[i] : bounds[i + 1]])
+
+        threading.Thread(target=go, daemon=True).start()
+        return []
+
+    return answer
+
+
+def _packet(data: bytes) -> bytes:
+    return LENGTH.pack(len(data)) + data
+
+
+def _recv(stub: TcpStub, probe: str, size: int, tmp_path) -> tuple[dict, str]:
+    try:
+        r = run([probe, "recv", str(size)], stub.env(), tmp_path, timeout=40)
+    finally:
+        stub.close()
+    assert r.returncode == 0, r.stdout + r.stderr
+    return _lines(r.stdout), r.stderr
+
+
+@pytest.mark.parametrize("stall", [0.3, 6.5])
+def test_a_packet_cut_by_a_stall_reads_whole(probe, tmp_path, stall):
+    """A packet whose length and body come in pieces, with pauses shorter and longer
+    than the library waits inside one read (WAIT_MS): the non-blocking reader gets EAGAIN
+    meanwhile and then the whole message, never a piece taken for a length."""
+    msg = _packet(_message(256 + 64))
+    stub = TcpStub(None, _cut(msg, [2, 40], stall))
+    got, err = _recv(stub, probe, 4096, tmp_path)
+    assert got["got"][:2] == [str(256 + 64), "1"], got
+    assert int(got["got"][2]) >= 2000 * stall
+    assert "fabriclab:" not in err
+
+
+def test_a_long_message_in_packets_reads_whole(probe, tmp_path):
+    """A message of two frames, each its own packet, the second cut mid-way."""
+    msg = _message(LONG)
+    data = _packet(_more(msg[:FRAME], LONG)) + _packet(msg[FRAME:])
+    stub = TcpStub(None, _cut(data, [FRAME + 4 + 100], 0.3))
+    got, err = _recv(stub, probe, LONG, tmp_path)
+    assert got["got"][:2] == [str(LONG), "1"], got
+    assert "fabriclab:" not in err
+
+
+def test_a_lying_length_fails_the_device_as_the_kernels(probe, tmp_path):
+    """A length past a frame: one line, then POLLERR, and read and write EIO."""
+    stub = TcpStub(None, _cut(LENGTH.pack(FRAME + 1) + b"\0" * 64, [], 0))
+    got, err = _recv(stub, probe, 4096, tmp_path)
+    assert got["err"][0] == str(errno.EIO) and int(got["err"][1]) < 3000, got
+    assert err == (
+        f"fabriclab: the fabric server '{stub.name}' sent a packet of {FRAME + 1} bytes "
+        f"(the protocol allows 1 to {FRAME}): its device is closed\n"
+    )
+    assert got["poll"][:2] == ["1", hex(select.POLLERR)], got
+    assert got["read"] == ["-1", str(errno.EIO)]
+    assert got["write"] == ["-1", str(errno.EIO)]
 
 
 _UNPACK = r"""
