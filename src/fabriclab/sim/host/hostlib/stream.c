@@ -16,19 +16,26 @@
  * wlock, so packets never interleave.
  *
  * fork and exec need nothing of their own: a child shares the stream as it would a
- * kernel umad fd (the same open file; whichever process reads first gets a message). */
+ * kernel umad fd (the same open file).  Unlike the kernel's, whose read hands out a
+ * whole message, a packet here is read in two calls: a parent and a child reading the
+ * same device at the same time could each get part of one (no traced program does). */
 #include "hostlib.h"
 
 static int said_lie, said_stuck; /* each said once per process */
 
 static long left_ms(long end) { return end - mono_ms(); }
 
-/* Any failure of the stream but these means the server is gone: ECONNRESET (read.c
- * and write.c say "went away"); TCP_USER_TIMEOUT and keepalive end it ETIMEDOUT. */
+/* A stream that failed as a connection fails is the server gone: ECONNRESET, which
+ * read.c and write.c take for "went away" (TCP_USER_TIMEOUT and keepalive end it
+ * ETIMEDOUT, an ICMP error EHOSTUNREACH and the like: tcp(7)); any other errno (EAGAIN,
+ * EINTR, EBADF of an fd closed meanwhile) is the caller's as it is. */
 static ssize_t stream_errno(void)
 {
-    if (errno != EAGAIN && errno != EINTR && errno != ENOMEM && errno != EIO)
+    switch (errno) {
+    case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case EHOSTDOWN: case ENETDOWN:
+    case ECONNABORTED: case EPIPE:
         errno = ECONNRESET;
+    }
     return -1;
 }
 
