@@ -1,8 +1,10 @@
 """fabriclab's host library over TCP, seen from inside a process by small C programs the
 tests compile: a umad or issm device is the TCP stream itself (sim/host/hostlib/
 stream.c), with no thread of the library's and no descriptor beside it, closed with
-the device; a forked child shares the device as it is; and the private tree directory
-(unpack.c, privdir.c) is rewritten in place when asked again."""
+the device; a forked child shares the device as it is; packets read off the stream
+whole however they come (cut by stalls, a long message's pieces), a lying length failing
+the device, under AddressSanitizer too; and the private tree directory (unpack.c,
+privdir.c) is rewritten in place when asked again."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hostlib_build import asan_build
 from tcpstub import LENGTH, TcpStub, entry
 from test_hostlib import Conn, answer_smp, run
 from test_hostlib_frames import FRAME, LONG, _lines, _message, _more, probe
@@ -248,6 +251,28 @@ def test_a_lying_length_fails_the_device_as_the_kernels(probe, tmp_path):
     assert got["poll"][:2] == ["1", hex(select.POLLERR)], got
     assert got["read"] == ["-1", str(errno.EIO)]
     assert got["write"] == ["-1", str(errno.EIO)]
+
+
+def test_the_stream_reads_clean_under_asan(probe, tmp_path, tmp_path_factory):
+    """The packets above (cut by stalls, a long message in two, a lying length) through
+    the library built with AddressSanitizer and UBSan: the same answers, no report."""
+    lib = asan_build(tmp_path_factory)
+    msg = _message(LONG)
+    cases = [
+        (_cut(_packet(_message(256 + 64)), [2, 40], 0.3), 4096, "got"),
+        (_cut(_packet(_more(msg[:FRAME], LONG)) + _packet(msg[FRAME:]), [FRAME + 104], 0.3),
+         LONG, "got"),
+        (_cut(LENGTH.pack(FRAME + 1) + b"\0" * 64, [], 0), 4096, "err"),
+    ]  # fmt: skip
+    for answer, size, want in cases:
+        stub = TcpStub(None, answer)
+        try:
+            r = run([probe, "recv", str(size)], lib.env(stub.env()), tmp_path, timeout=40)
+        finally:
+            stub.close()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert want in _lines(r.stdout), r.stdout
+        assert lib.found() == "" and "runtime error:" not in r.stderr, r.stderr + lib.found()
 
 
 _UNPACK = r"""
