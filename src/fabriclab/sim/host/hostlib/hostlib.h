@@ -283,6 +283,22 @@ static inline struct ufd *ufd_get(int fd)
 /* Gives back a reference (NULL: none); the last frees the file (errno kept). */
 FL_HIDDEN void ufd_put(struct ufd *u);
 
+/* ufd_get without the check that the fd is still the file's socket (no system call):
+ * for poll, which looks at every fd of every call and changes a revents only when a
+ * file has something to say; it checks then (ufd_still). */
+FL_HIDDEN struct ufd *ufd_peek_slot(int fd);
+static inline struct ufd *ufd_peek(int fd)
+{
+    if (__builtin_expect(!__atomic_load_n(&ufd_count, __ATOMIC_RELAXED), 1))
+        return NULL;
+    if ((unsigned)fd >= FD_LIMIT || !__atomic_load_n(&ufds[fd], __ATOMIC_RELAXED))
+        return NULL;
+    return ufd_peek_slot(fd);
+}
+
+/* Whether `fd` is still the socket of `u` (from ufd_peek); a stale slot is dropped. */
+FL_HIDDEN int ufd_still(int fd, struct ufd *u);
+
 /* Whether `fd` is a umad file with a whole message pending (it reads at once). */
 FL_HIDDEN int ufd_pending(int fd);
 

@@ -36,10 +36,12 @@ static int pending_in(struct pollfd *fds, nfds_t n)
 {
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u HELD = ufd_get(fds[i].fd);
-        k += u && ((__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE) &&
-                    (fds[i].events & (POLLIN | POLLRDNORM))) ||
-                   dead_due_in(u) == 0);
+        struct ufd *u HELD = ufd_peek(fds[i].fd);
+        k += u &&
+             ((__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE) &&
+               (fds[i].events & (POLLIN | POLLRDNORM))) ||
+              dead_due_in(u) == 0) &&
+             ufd_still(fds[i].fd, u);
     }
     return k;
 }
@@ -54,8 +56,13 @@ static int umad_revents(struct pollfd *fds, nfds_t n, int r)
         return r;
     int k = 0;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u HELD = ufd_get(fds[i].fd);
-        if (u && u->kind == FL_KIND_UMAD) {
+        struct ufd *u HELD = ufd_peek(fds[i].fd);
+        /* something to say: a pending message, a hang-up, a failure (then checked) */
+        if (u && u->kind == FL_KIND_UMAD &&
+            (__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE) ||
+             (fds[i].revents & (POLLHUP | POLLRDHUP)) ||
+             __atomic_load_n(&u->dead, __ATOMIC_ACQUIRE)) &&
+            ufd_still(fds[i].fd, u)) {
             if (__atomic_load_n(&u->ready, __ATOMIC_ACQUIRE))
                 fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM);
             if ((fds[i].revents & (POLLHUP | POLLRDHUP)) &&
@@ -80,8 +87,10 @@ static long paced_in(struct pollfd *fds, nfds_t n)
 {
     long first = -1;
     for (nfds_t i = 0; i < n; i++) {
-        struct ufd *u HELD = ufd_get(fds[i].fd);
+        struct ufd *u HELD = ufd_peek(fds[i].fd);
         long due = u ? dead_due_in(u) : -1;
+        if (due > 0 && !ufd_still(fds[i].fd, u))
+            due = -1;
         if (due > 0 && (first < 0 || due < first))
             first = due;
     }
@@ -105,10 +114,10 @@ static int paced_poll(struct pollfd *fds, nfds_t n, const struct timespec *t,
     for (int round = 0;; round++) {
         long due = paced_in(fds, n);
         for (nfds_t i = 0; i < n; i++) {
-            struct ufd *u HELD = ufd_get(fds[i].fd);
+            struct ufd *u HELD = ufd_peek(fds[i].fd);
             w[i] = fds[i];
             w[i].revents = 0;
-            if (u && dead_due_in(u) > 0)
+            if (u && dead_due_in(u) > 0 && ufd_still(fds[i].fd, u))
                 w[i].fd = -1;
         }
         long left = t ? end - mono_ms() : -1;

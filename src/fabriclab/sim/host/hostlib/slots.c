@@ -93,6 +93,16 @@ struct ufd *ufd_take(int fd)
     return NULL;
 }
 
+struct ufd *ufd_peek_slot(int fd) { return slot_ref(fd); }
+
+int ufd_still(int fd, struct ufd *u)
+{
+    if (same_socket(fd, u))
+        return 1;
+    slot_drop(fd, u); /* stale: closed where the library did not see it */
+    return 0;
+}
+
 void ufd_put(struct ufd *u)
 {
     if (!u || __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL))
