@@ -26,6 +26,7 @@ from fabriclab.sim.fabric.state import MAD_WORDS
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "prometheus-node-exporter"
 PROMETHEUS = shutil.which("prometheus") or "prometheus"
+LINK_DOWNED_MLX5_1 = ("node_infiniband_link_downed_total", "mlx5_1")
 T1, T2 = "gb-r01-t01", "gb-r01-t02"
 DEVICES = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
 # what node_exporter's infiniband collector exports per port from the counters/ set a
@@ -170,15 +171,19 @@ def test_node_exporter_reads_a_gb200_tray(exporters, real_tools, tmp_path):
             assert db == flow_bytes + mads * MAD_WORDS * 4, (db, flow_bytes, mads)
             assert 0 <= mads < 50
 
-            # a link taken down shows in the state once the tree refreshes
+            # a link taken down shows in the state and its counter once the tree refreshes
+            # (each a file of its own, written one after the other: a scrape between the
+            # two sees one moved, so the wait is for both)
             f.ok("fault", "--name", f.name, "down", f"{T1}/mlx5_1[1]")
-            m = wait_for(
-                lambda: (m := _scrape(url))[("node_infiniband_state_id", "mlx5_1")] == 1 and m,
-                30,
-                "state_id 1",
-            )
+
+            def down() -> dict | None:
+                m = _scrape(url)
+                state = m[("node_infiniband_state_id", "mlx5_1")]
+                return m if state == 1 and m[LINK_DOWNED_MLX5_1] >= 1 else None
+
+            m = wait_for(down, 30, "state_id 1 and link_downed 1")
             assert m[("node_infiniband_physical_state_id", "mlx5_1")] == 2  # Polling
-            assert m[("node_infiniband_link_downed_total", "mlx5_1")] == 1
+            assert m[LINK_DOWNED_MLX5_1] == 1
             assert m[("node_infiniband_state_id", "mlx5_0")] == 4
             f.ok("fault", "--name", f.name, "up", f"{T1}/mlx5_1[1]")
             wait_for(
