@@ -16,7 +16,9 @@ import socket
 import struct
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 _CRED = struct.Struct("iII")  # struct ucred { pid_t pid; uid_t uid; gid_t gid; } (unix(7))
 HELLO_WAIT = 5.0  # seconds a connection may take to say what it is
@@ -108,3 +110,17 @@ class Pending:
 
     def __len__(self) -> int:
         return len(self.by_fd)
+
+
+def accepted(sock: socket.socket, rlog, what: str) -> Iterator[tuple[socket.socket, Any]]:
+    """The connections waiting on the listening ``sock``, at most 64 a loop turn; an
+    accept that fails for lack of descriptors is logged (``what``: which listener) and
+    ends the turn, and the tool sees its connect hang up."""
+    for _ in range(64):
+        try:
+            yield sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            rlog.warning("host connections refused", f"{what}: %s", e)
+            return

@@ -34,7 +34,7 @@ from ..host import hostview, sysfs
 from . import procfs
 from .agents import Agent, in_use, sm_holds
 from .client import Client
-from .hostgate import Peer, Pending, peer_of, privileged
+from .hostgate import Peer, Pending, accepted, peer_of, privileged
 from .transport import Transport
 from .umadsock import MadLayer, UmadSocket
 
@@ -133,14 +133,7 @@ class HostLink:
 
     def _accept(self) -> None:
         assert self._sock is not None
-        for _ in range(64):
-            try:
-                c, _addr = self._sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:  # out of descriptors: the tool sees its connect hang up
-                self.transport.rlog.warning("host connections refused", "host link: %s", e)
-                return
+        for c, _addr in accepted(self._sock, self.transport.rlog, "host link"):
             self._admit(c)
 
     def _admit(self, c: socket.socket) -> None:

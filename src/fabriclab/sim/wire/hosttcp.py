@@ -30,7 +30,7 @@ from pathlib import Path
 from ...errors import InputError, Problem
 from ...ib import hostwire, treearchive
 from ...statedir import open_state_file
-from .hostgate import Peer, Pending
+from .hostgate import Peer, Pending, accepted
 from .hostlink import HostLink
 from .umadsock import UmadSocket
 
@@ -228,14 +228,7 @@ class HostTcp:
 
     def _accept(self) -> None:
         assert self._sock is not None
-        for _ in range(64):
-            try:
-                s, raddr = self._sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:  # out of descriptors: the tool sees its connect hang up
-                self.transport.rlog.warning("host connections refused", "host tcp: %s", e)
-                return
+        for s, raddr in accepted(self._sock, self.transport.rlog, "host tcp"):
             c = TcpConn(fileno=s.detach())
             c.setup(raddr[0])
             self._admit(c)
