@@ -269,16 +269,18 @@ extern FL_HIDDEN int ufd_count; /* slots in use: 0 lets every fd call pass at on
  * fclose(fdopen()) does, the number perhaps reused) is dropped (slots.c). */
 FL_HIDDEN struct ufd *ufd_take(int fd);
 
-/* The umad or issm file behind `fd`, referenced, or NULL; O(1) and no system call for
- * an fd that is none (every read and write of the process comes here first). */
-static inline struct ufd *ufd_get(int fd)
+/* Whether `fd`'s slot may hold a file: O(1) and no system call, false for nearly every
+ * fd of the process (every read and write comes here first). */
+static inline int ufd_slot_used(int fd)
 {
     if (__builtin_expect(!__atomic_load_n(&ufd_count, __ATOMIC_RELAXED), 1))
-        return NULL;
-    if ((unsigned)fd >= FD_LIMIT || !__atomic_load_n(&ufds[fd], __ATOMIC_RELAXED))
-        return NULL;
-    return ufd_take(fd);
+        return 0;
+    return (unsigned)fd < FD_LIMIT && __atomic_load_n(&ufds[fd], __ATOMIC_RELAXED);
 }
+
+/* The umad or issm file behind `fd`, referenced, or NULL (ufd_take when the slot is
+ * used). */
+static inline struct ufd *ufd_get(int fd) { return ufd_slot_used(fd) ? ufd_take(fd) : NULL; }
 
 /* Gives back a reference (NULL: none); the last frees the file (errno kept). */
 FL_HIDDEN void ufd_put(struct ufd *u);
@@ -287,14 +289,7 @@ FL_HIDDEN void ufd_put(struct ufd *u);
  * for poll, which looks at every fd of every call and changes a revents only when a
  * file has something to say; it checks then (ufd_still). */
 FL_HIDDEN struct ufd *ufd_peek_slot(int fd);
-static inline struct ufd *ufd_peek(int fd)
-{
-    if (__builtin_expect(!__atomic_load_n(&ufd_count, __ATOMIC_RELAXED), 1))
-        return NULL;
-    if ((unsigned)fd >= FD_LIMIT || !__atomic_load_n(&ufds[fd], __ATOMIC_RELAXED))
-        return NULL;
-    return ufd_peek_slot(fd);
-}
+static inline struct ufd *ufd_peek(int fd) { return ufd_slot_used(fd) ? ufd_peek_slot(fd) : NULL; }
 
 /* Whether `fd` is still the socket of `u` (from ufd_peek); a stale slot is dropped. */
 FL_HIDDEN int ufd_still(int fd, struct ufd *u);
