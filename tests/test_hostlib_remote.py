@@ -20,20 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import served
 from tcpstub import LENGTH, TcpStub, entry
-from test_hostlib import NODE_GUID, TRAY, Conn, answer_smp, run
+from test_hostlib import NODE_GUID, TRAY, Conn, answer_smp, run, tree  # noqa: F401
 
 from fabriclab.ib import hostwire, umad
-from fabriclab.model.build import build
-from fabriclab.sim.fabric import minhop
-from fabriclab.sim.host import sysfs
 from fabriclab.sim.host.hostlib import library_path
-from fabriclab.sim.live import admin_requests
-from fabriclab.sim.live.api import LiveFabric
-from fabriclab.sim.live.clock import VirtualClock
-from fabriclab.sim.live.traffic.engine import TrafficEngine
-from fabriclab.spec.load import load_spec
 
 HOSTLIB = Path(library_path()).parent
 
@@ -51,23 +42,8 @@ def test_the_tcp_constants_are_the_protocols():
     assert int(d["FL_ENTRY_PATH_MAX"]) == hostwire.ENTRY_PATH_MAX
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
-    """A gb200-su tray's /sys root, written by fabriclab.sim.host.sysfs from a live fabric."""
-    cluster = build(load_spec("gb200-su"))
-    root = tmp_path_factory.mktemp("tree") / "sys"
-    with served(cluster, serve=False) as srv:
-        minhop.fill(srv.sim)
-        clock = VirtualClock()
-        live = LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
-        sysfs.keep_live(
-            lambda: admin_requests.answer(live, {"op": "tray", "host": TRAY}), root, 1, once=True
-        )
-    return root
-
-
 @pytest.fixture
-def stub(tree):
+def stub(tree):  # noqa: F811
     s = TcpStub(tree, answer_smp)
     yield s
     s.close()
@@ -80,7 +56,7 @@ def lines(stderr: str) -> list[str]:
 # --- the tools over TCP -----------------------------------------------------------------
 
 
-def test_real_ibstat_sees_the_trays_devices_from_the_unpacked_tree(stub, tree, tmp_path):
+def test_real_ibstat_sees_the_trays_devices_from_the_unpacked_tree(stub, tree, tmp_path):  # noqa: F811
     r = run(["ibstat", "-l"], stub.env(), tmp_path)
     assert (r.returncode, r.stdout, r.stderr) == (0, "mlx5_0\nmlx5_1\nmlx5_2\nmlx5_3\n", "")
     r = run(["ibstat"], stub.env(), tmp_path)
@@ -166,7 +142,7 @@ def test_a_wrong_token_or_a_bad_setting_is_one_line(stub, tmp_path):
     assert r.stdout == "" and os.listdir(stub.tmp) == []
 
 
-def test_an_ipv6_literal_and_a_name_reach_the_server(tree, tmp_path):
+def test_an_ipv6_literal_and_a_name_reach_the_server(tree, tmp_path):  # noqa: F811
     stub = TcpStub(tree, host="::1")
     try:
         r = run(["ibstat", "-l"], stub.env(), tmp_path)
@@ -254,7 +230,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", HOSTILE)
-def test_a_hostile_server_gives_a_clear_line_and_no_write_outside(tree, tmp_path, case):
+def test_a_hostile_server_gives_a_clear_line_and_no_write_outside(tree, tmp_path, case):  # noqa: F811
     kw, want = HOSTILE[case]
     stub = TcpStub(tree, **kw)
     victim = stub.tmp / "victim"
@@ -276,7 +252,7 @@ def test_a_hostile_server_gives_a_clear_line_and_no_write_outside(tree, tmp_path
 # --- the server going, the device ending -----------------------------------------------
 
 
-def test_the_server_going_away_fails_the_tool_at_once(tree, tmp_path):
+def test_the_server_going_away_fails_the_tool_at_once(tree, tmp_path):  # noqa: F811
     def vanish(conn: Conn, msg: bytes) -> list[bytes]:
         threading.Timer(0.2, stub.close).start()
         return []
@@ -290,7 +266,7 @@ def test_the_server_going_away_fails_the_tool_at_once(tree, tmp_path):
     assert lines(r.stderr) == [f"fabriclab: the fabric server '{stub.name}' went away"]
 
 
-def test_a_lying_length_on_the_device_closes_it_with_a_line(tree, tmp_path):
+def test_a_lying_length_on_the_device_closes_it_with_a_line(tree, tmp_path):  # noqa: F811
     stub = TcpStub(tree, answer_smp, lie=True)
     t0 = time.monotonic()
     try:
@@ -306,7 +282,7 @@ def test_a_lying_length_on_the_device_closes_it_with_a_line(tree, tmp_path):
     ]
 
 
-def test_a_long_lived_process_sees_the_tree_refreshed_in_place(tree, tmp_path):
+def test_a_long_lived_process_sees_the_tree_refreshed_in_place(tree, tmp_path):  # noqa: F811
     """tree.c asks again while a process uses the tree (after 10 s when the server names
     no keep-fresh time, as over TCP): the archive is unpacked again into the same
     directory, so the process reads the new values at the same paths."""
