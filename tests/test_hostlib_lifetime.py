@@ -11,10 +11,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 from test_hostlib import HOSTLIB, Conn, Stub, answer_smp, send_message
 
 from fabriclab.ib import hostwire
@@ -73,13 +73,6 @@ def _lines(r: subprocess.CompletedProcess) -> list[str]:
     return r.stdout.splitlines()
 
 
-def _until(cond, what: str, limit: float = 10) -> None:
-    end = time.monotonic() + limit
-    while not cond():
-        assert time.monotonic() < end, f"no {what} within {limit} s"
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("end", ["answer", "hangup"])
 @pytest.mark.parametrize("asan", [False, True], ids=["plain", "asan"])
 def test_a_read_blocked_while_another_thread_closes_the_fd_goes_on(built, asan, end):
@@ -99,7 +92,7 @@ def test_a_read_blocked_while_another_thread_closes_the_fd_goes_on(built, asan, 
             assert p.stdout is not None
             assert p.stdout.readline() == "ask 320\n"
             assert p.stdout.readline() == "close 0\n"
-            _until(lambda: held, "SubnGet at the server")
+            wait_for(lambda: held, 10, "SubnGet at the server", interval=0.01)
             conn, msg = held[0]
             if end == "answer":
                 send_message(conn.sock, answer_smp(conn, msg)[0])
