@@ -123,6 +123,21 @@ class Stats(_Strict):
     op: Literal["stats"]
 
 
+class Watch(_Strict):
+    op: Literal["watch"]
+    part: Literal["layout", "state"]
+
+
+class Event(_Strict):
+    op: Literal["event"]
+    event_type: int = Field(ge=1, le=99999)
+    name: str = Field(min_length=1, max_length=200)
+    severity: Literal["Info", "Warning", "Minor", "Major", "Critical"]
+    category: str = Field("External", min_length=1, max_length=100)
+    object_name: str = Field("", max_length=200)
+    description: str = Field("", max_length=4000)
+
+
 Request = Annotated[
     Clock
     | Advance
@@ -136,7 +151,9 @@ Request = Annotated[
     | Tray
     | Locate
     | TopologyInputs
-    | Stats,
+    | Stats
+    | Watch
+    | Event,
     Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Request] = TypeAdapter(Request)

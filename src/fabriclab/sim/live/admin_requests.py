@@ -8,12 +8,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import InputError, Problem
 from ...model.fabric import Port
 from ...model.lookup import lookup
 from ..host import hostview
 from . import admin_model as m
-from . import durations
+from . import durations, watch
 from .api import LiveFabric
+from .events import Kind
 
 OPS = tuple(m.OPS)
 
@@ -64,6 +66,31 @@ def _locate(live: LiveFabric, r: m.Locate) -> dict:
     return lookup(live.resolver.cluster, r.name, lids=lids, peer=peer, source="fabric")
 
 
+def _watch(live: LiveFabric, r: m.Watch) -> dict:
+    """The fabric's layout or its state now, written to a file beside the journal (the
+    watcher reads it there: :mod:`.watch`); where, and what it holds."""
+    if live.journal_path is None:
+        raise InputError([Problem("watch", "this fabric keeps no state directory")])
+    folder = live.journal_path.parent
+    live.catch_up()
+    clock = {"now": live.clock.now(), "virtual": live.clock.virtual}
+    if r.part == "layout":
+        path = folder / f"{live.name}.watch-layout.json"
+        doc = watch.layout(live.resolver.cluster, live.sim, live.name)
+        watch.write_json(path, doc)
+        return {"path": str(path), "rows": len(doc["ports"]["node"]), **clock}
+    path = folder / f"{live.name}.watch-state.npy"
+    arr = watch.state(live.sim, live.traffic)
+    watch.write_array(path, arr)
+    return {"path": str(path), "rows": len(arr), "columns": list(watch.COLUMNS), **clock}
+
+
+def _event(live: LiveFabric, r: m.Event) -> dict:
+    """An event from outside the fabric (UFM's external events) into its event log."""
+    kind = Kind(r.event_type, r.name, r.severity, r.category, "Site")
+    return live.event(kind, r.object_name or live.name or "fabric", r.description)
+
+
 _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "fault": _fault,
     "faults": _faults,
@@ -79,5 +106,7 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "tray": _tray,
     "locate": _locate,
     "traffic": lambda live, r: live.traffic_request(r.verb, r.args, r.options.given()),
+    "watch": _watch,
+    "event": _event,
 }
 assert set(_ANSWERS) == set(m.OPS), "every operation the model takes is answered"

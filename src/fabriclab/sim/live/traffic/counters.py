@@ -176,6 +176,22 @@ class TrafficCounters:
                     c.add(name, d)
         self.applied[:, i] = now
 
+    def unsettled(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+        """What traffic counted that the ports' Counters have not taken yet, left where it
+        is: each port's first slot (a node's port ``num`` is at ``slots[node.index] + num``)
+        and an array of a row per counter of ``names`` (zeros for those traffic does not
+        move), a column per slot; None when no flow ever ran."""
+        if not self.flows.n:
+            return None
+        due = self.tot - self.applied
+        out = np.zeros((len(names), due.shape[1]), dtype=np.int64)
+        at = {name: i for i, name in enumerate(names)}
+        for k, moved in enumerate(_COUNTERS):
+            for name in moved:
+                if name in at:
+                    out[at[name]] += due[k]
+        return self.base, out
+
     def settle_all(self, snap: Snapshot) -> None:
         """Put what traffic counted into every port's Counters."""
         pending = np.flatnonzero((self.tot != self.applied).any(axis=0))

@@ -321,6 +321,9 @@ class TrafficEngine:
         the port they read)."""
         self._counts.settle_all(self._snapshot())
 
+    def unsettled(self, names: tuple[str, ...]):
+        return self._counts.unsettled(names)  # (see TrafficCounters.unsettled)
+
     # --- flows ------------------------------------------------------------------------
 
     def _index(self, p: SimPort, what: str) -> int:

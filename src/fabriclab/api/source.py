@@ -1,0 +1,125 @@
+"""Where the API reads the fabric: one request at a time to its admin socket (the JSON
+lines of docs/protocol.md), the ``watch`` files the server writes for it, and its event
+log; the layout read once, the state at most once per ``max_age`` however many
+requests want it at once."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import eventlog
+from ..errors import FabriclabError, InputError, Problem
+from ..sim.run import admin
+from ..sim.run.records import Instance, NotRunning
+from ..statedir import open_state_file, state_dir
+from .view import Layout, State
+
+Send = Callable[[dict], Any]
+STATE_MAX_BYTES = 1 << 31  # a state file larger than this is not read (a damaged one)
+LAYOUT_MAX_BYTES = 1 << 30
+
+
+class FabricUnavailable(FabriclabError):
+    """The fabric is not up, or stopped while it was being read."""
+
+
+class Source:
+    """A running fabric ``name``, reached through ``send`` (a request in, its result
+    out, an InputError for an error answer) and its event log at ``events_path``."""
+
+    def __init__(self, name: str, send: Send, events_path: Path):
+        self.name = name
+        self._send = send
+        self.events_path = events_path
+        self._lock = threading.Lock()
+        self._layout: Layout | None = None
+        self._state: State | None = None
+
+    @classmethod
+    def remote(cls, name: str, timeout: float = 60.0) -> Source:
+        """The fabric ``name`` that is up on this machine, as the CLI reaches it."""
+        folder = state_dir()
+        path = admin.admin_path(folder, name)
+
+        def send(req: dict) -> Any:
+            try:
+                Instance.load(name)
+            except NotRunning as e:
+                raise FabricUnavailable(e.problems) from None
+            return admin.call(path, req, timeout)
+
+        return cls(name, send, eventlog.events_path(folder, name))
+
+    def request(self, op: str, **fields: Any) -> Any:
+        """The result of one admin request (an InputError answer raised as it came)."""
+        return self._send({"op": op, **fields})
+
+    def layout(self) -> Layout:
+        """The fabric's layout (read once)."""
+        with self._lock:
+            if self._layout is None:
+                self._layout = self._read_layout()
+            return self._layout
+
+    def state(self, max_age: float = 0.0) -> State:
+        """The fabric's state now, or as read less than ``max_age`` seconds ago."""
+        layout = self.layout()
+        with self._lock:
+            s = self._state
+            if s is not None and time.monotonic() - s.taken < max_age:
+                return s
+            ans = self.request("watch", part="state")
+            data = _load_array(Path(ans["path"]))
+            if data.shape[0] != layout.port_count or data.shape[1] != len(ans["columns"]):
+                self._layout = None  # the fabric was restarted with another spec
+                raise FabricUnavailable(
+                    [Problem(self.name, "the fabric changed while it was read: ask again")]
+                )
+            self._state = State(
+                list(ans["columns"]),
+                data,
+                float(ans["now"]),
+                bool(ans["virtual"]),
+                time.monotonic(),
+            )
+            return self._state
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        """The events logged with an id above ``since``, oldest first."""
+        return [e for e in eventlog.stream(self.events_path) if int(e.get("id", 0)) > since]
+
+    def _read_layout(self) -> Layout:
+        ans = self.request("watch", part="layout")
+        raw = _read(Path(ans["path"]), LAYOUT_MAX_BYTES)
+        try:
+            return Layout(json.loads(raw))
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputError([Problem(ans["path"], f"not a fabric layout: {e}")]) from None
+
+
+def _read(path: Path, limit: int) -> bytes:
+    fd = open_state_file(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise InputError([Problem(str(path), f"larger than {limit} bytes")])
+    return data
+
+
+def _load_array(path: Path) -> np.ndarray:
+    try:
+        arr = np.load(io.BytesIO(_read(path, STATE_MAX_BYTES)), allow_pickle=False)
+    except ValueError as e:
+        raise InputError([Problem(str(path), f"not a state array: {e}")]) from None
+    if arr.dtype != np.uint64 or arr.ndim != 2:
+        raise InputError([Problem(str(path), "not a state array: want 2-D uint64")])
+    return arr

@@ -1,0 +1,199 @@
+"""The live fabric as tables for those who watch it from above (``fabriclab api``: the
+Prometheus metrics, the UFM-compatible REST API and the web view): what never changes
+while the fabric runs (its layout: nodes, ports, cabling, where each sits in the cluster)
+and what does (each port's LID, states, trained width and speed, and counters).
+
+Both are written to files in the state directory and read by the watcher's process, so
+that a scrape of a 200,000-port fabric costs the server's loop the walk over its ports
+(about a second per million counters, measured in ``bench/api.py``) and nothing else:
+no JSON of millions of numbers goes through the admin socket.
+
+- The layout (:func:`layout`): one JSON document of columns, ``nodes`` and ``ports``, a
+  port's row the same in both parts; made once.
+- The state (:func:`state`): one ``uint64`` array, a row per port of the layout and the
+  columns :data:`STATE_COLUMNS` then :data:`COUNTERS` (the PortCountersExtended view,
+  64 bits, since its last reset), saved as a NumPy ``.npy`` file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...ib.rates import SPEEDS
+from ...model.cluster import Cluster
+from ...statedir import open_state_file
+from ..fabric.counters import NAMES
+from ..fabric.state import MAD_WORDS, SimFabric, SimPort
+
+# Each port's state columns, before the counters: its LID (a switch's external ports show
+# the switch's port-0 LID, as UFM and the exporters do), PortInfo's LinkState and
+# PhysLinkState, how many faults hold it down, then the lanes and speed a degraded link
+# retrained at (0: as cabled, the layout's; a speed is 1 + its index in ``speeds``).
+STATE_COLUMNS = ("lid", "state", "phys", "held", "lanes", "speed")
+COUNTERS = NAMES
+COLUMNS = STATE_COLUMNS + COUNTERS
+_SPEED_INDEX = {s: i for i, s in enumerate(SPEEDS)}
+_MAX64 = (1 << 64) - 1
+LAYOUT_VERSION = 1
+
+
+def _ports(sim: SimFabric) -> list[SimPort]:
+    """Every port of the fabric in the layout's order (node by node, port 0 first)."""
+    return [p for n in sim.nodes for p in n.ports if p is not None]
+
+
+def layout(cluster: Cluster, sim: SimFabric, name: str) -> dict[str, Any]:
+    """What never changes while the fabric runs, as columns (JSON-able)."""
+    domain_of = {t.host: d.name for d in cluster.domains for t in d.trays}
+    rows: dict[int, int] = {}
+    for i, p in enumerate(_ports(sim)):
+        rows[id(p)] = i
+    nodes: dict[str, list] = {
+        k: []
+        for k in (
+            "guid",
+            "system_guid",
+            "kind",
+            "name",
+            "desc",
+            "host",
+            "hca",
+            "role",
+            "tier",
+            "domain",
+            "model",
+            "vendor_id",
+            "device_id",
+            "revision",
+            "nports",
+            "first_row",
+        )
+    }
+    ports: dict[str, list] = {k: [] for k in ("node", "num", "guid", "peer", "width", "speed")}
+    for n in sim.nodes:
+        m = n.fabric_node
+        hw = m.hardware
+        nodes["guid"].append(f"{m.guid:016x}")
+        nodes["system_guid"].append(f"{m.sysimgguid:016x}")
+        nodes["kind"].append("switch" if n.is_switch else "ca")
+        nodes["name"].append(m.name or m.desc)
+        nodes["desc"].append(m.desc)
+        nodes["host"].append(m.host or "")
+        nodes["hca"].append(m.hca or "")
+        nodes["role"].append(m.role or ("hca" if not n.is_switch else ""))
+        nodes["tier"].append(m.tier)
+        nodes["domain"].append(domain_of.get(m.host or "", ""))
+        nodes["model"].append(getattr(hw, "key", "") if hw is not None else "")
+        nodes["vendor_id"].append(m.vendid)
+        nodes["device_id"].append(m.devid)
+        nodes["revision"].append(m.revision)
+        nodes["nports"].append(m.nports)
+        nodes["first_row"].append(len(ports["node"]))
+        for q in n.ports:
+            if q is None:
+                continue
+            fp = q.fabric_port
+            ports["node"].append(n.index)
+            ports["num"].append(q.num)
+            ports["guid"].append(f"{q.guid:016x}")
+            ports["peer"].append(rows[id(q.peer)] if q.peer is not None else -1)
+            ports["width"].append(str(fp.width) if fp.width else "")
+            ports["speed"].append(str(fp.speed) if fp.speed else "")
+    return {
+        "version": LAYOUT_VERSION,
+        "fabric": name,
+        "cluster": cluster.name,
+        "description": cluster.description,
+        "speeds": list(SPEEDS),
+        "state_columns": list(STATE_COLUMNS),
+        "counters": list(COUNTERS),
+        "domains": [d.name for d in cluster.domains],
+        "trays": [t.host for t in cluster.trays],
+        "nodes": nodes,
+        "ports": ports,
+    }
+
+
+def state(sim: SimFabric, traffic=None) -> np.ndarray:
+    """Every port's state and counters now: a ``uint64`` array, a row per port of the
+    layout, the columns :data:`COLUMNS`.  Nothing is changed: what ``traffic`` (the
+    traffic engine, if any) counted but has not put into the ports' Counters yet is
+    added here, not settled (settling port by port would cost the loop seconds).
+
+    The walk fills flat ``array`` buffers rather than a list per port: at 260,000 ports
+    lists cost four times as much, most of it the garbage collector's."""
+    head = array("Q")
+    body = array("Q")
+    put, put_counts = head.extend, body.extend
+    slots = array("q")
+    for n in sim.nodes:
+        sw = n.is_switch
+        lid0 = n.ports[0].lid if sw and n.ports[0] is not None else 0
+        i = n.index
+        for p in n.ports:
+            if p is None:
+                continue
+            c = p.counters
+            if p.mad_out or p.mad_in:  # MADs not yet counted (what flush does for them)
+                c.count_packets(p.mad_out, p.mad_in, MAD_WORDS)
+                p.mad_out = p.mad_in = 0
+            base = c.base_ext
+            if base:
+                put_counts([(v - base.get(k, 0)) & _MAX64 for k, v in c.raw.items()])
+            else:
+                put_counts(c.raw.values())
+            w, sp = p.width_trained, p.speed_trained
+            put(
+                (
+                    lid0 if sw else p.lid,
+                    p.state,
+                    p.phys,
+                    p.held,
+                    w.lanes if w is not None else 0,
+                    _SPEED_INDEX[sp.token] + 1 if sp is not None else 0,
+                )
+            )
+            slots.append(i)
+            slots.append(p.num)
+    rows = len(slots) // 2
+    out = np.empty((rows, len(COLUMNS)), dtype=np.uint64)
+    out[:, : len(STATE_COLUMNS)] = np.frombuffer(head, dtype=np.uint64).reshape(rows, -1)
+    counts = np.frombuffer(body, dtype=np.uint64).reshape(rows, -1)
+    pending = traffic.unsettled(COUNTERS) if traffic is not None else None
+    if pending is not None:
+        first, due = pending
+        at = np.frombuffer(slots, dtype=np.int64).reshape(rows, 2)
+        counts = counts + due[:, first[at[:, 0]] + at[:, 1]].T.astype(np.uint64)
+    out[:, len(STATE_COLUMNS) :] = counts
+    return out
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Replace ``path`` (in the state directory) with ``doc`` as JSON, atomically."""
+    _replace(path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def write_array(path: Path, arr: np.ndarray) -> None:
+    """Replace ``path`` (in the state directory) with ``arr`` as a ``.npy`` file,
+    atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        np.save(f, arr, allow_pickle=False)
+    tmp.replace(path)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    tmp.replace(path)
