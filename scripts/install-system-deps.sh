@@ -14,6 +14,12 @@
 #                                sanitizer build of it (gcc pulls them in already, through
 #                                libgcc-12-dev on Debian 12 and libgcc-14-dev on Debian 13;
 #                                named so that a trimmed gcc install cannot lack them)
+#   chromium-headless-shell    - the browser the web view's tests drive through Playwright
+#                                (/usr/lib/chromium/chromium-headless-shell; Playwright
+#                                downloads no browser of its own)
+#   npm                        - builds the web view's front-end (web/: Cytoscape.js and
+#                                esbuild from the npm registry) when the package is built;
+#                                named only where no npm is on PATH already
 #   curl, iproute2             - what the manual's examples run (tests/test_docs_examples.py:
 #                                curl against the topology API and node_exporter; ip in the
 #                                network namespace each fabric example gets)
@@ -25,7 +31,11 @@
 set -euo pipefail
 
 packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge
-    prometheus-node-exporter prometheus gcc libc6-dev libasan8 libubsan1 curl iproute2 "$@")
+    prometheus-node-exporter prometheus gcc libc6-dev libasan8 libubsan1 chromium-headless-shell
+    curl iproute2 "$@")
+if ! command -v npm >/dev/null 2>&1; then
+    packages+=(npm)
+fi
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi
