@@ -1,11 +1,515 @@
-"""``/metrics``: the whole fabric in Prometheus's text format (to be written)."""
+"""``/metrics``: the whole fabric in Prometheus's text format (version 0.0.4), its port
+counters named exactly as treydock/infiniband_exporter names them (so that its Grafana
+dashboards and recording rules work unchanged), and fabriclab's own series beside them
+(``fabriclab_``: port states, nodes, faults, events, the server's health).
+
+A full scrape of the 8,192-tray fabric is about 4.5 million samples, far too many for
+``prometheus_client``'s generic collectors: the port families are written here, a
+family at a time (label strings made once per layout, values straight from the state
+array), and streamed so that only one family is held at once; the few small series are
+``prometheus_client`` metric families, written by its own ``generate_latest``.  Both
+follow the same exposition conventions (``# HELP``/``# TYPE``, a counter's family named
+with its ``_total``)."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from operator import add
 
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.utils import floatToGoString
+
+from ..errors import FabriclabError
+from .metrics_events import EventCounter
 from .source import Source
+from .view import Layout, State
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CHUNK = 32768  # samples written at once
+STATE_MAX_AGE = 0.0  # every scrape reads the state as it is then
+
+# treydock/infiniband_exporter (v0.10.0) collectors/switch.go and hca.go: each counter of
+# perfquery's extended view (``perfquery -x``, collectors/perfquery.go), its series name
+# after ``infiniband_{switch,hca}_``, and the HELP text (``Infiniband switch port <X>``).
+# PortXmitData and PortRcvData count 4-byte words: the exporter multiplies them by 4.
+COUNTERS = (
+    ("PortXmitData", "port_transmit_data_bytes_total"),
+    ("PortRcvData", "port_receive_data_bytes_total"),
+    ("PortXmitPkts", "port_transmit_packets_total"),
+    ("PortRcvPkts", "port_receive_packets_total"),
+    ("PortUnicastXmitPkts", "port_unicast_transmit_packets_total"),
+    ("PortUnicastRcvPkts", "port_unicast_receive_packets_total"),
+    ("PortMulticastXmitPkts", "port_multicast_transmit_packets_total"),
+    ("PortMulticastRcvPkts", "port_multicast_receive_packets_total"),
+    ("SymbolErrorCounter", "port_symbol_error_total"),
+    ("LinkErrorRecoveryCounter", "port_link_error_recovery_total"),
+    ("LinkDownedCounter", "port_link_downed_total"),
+    ("PortRcvErrors", "port_receive_errors_total"),
+    ("PortRcvRemotePhysicalErrors", "port_receive_remote_physical_errors_total"),
+    ("PortRcvSwitchRelayErrors", "port_receive_switch_relay_errors_total"),
+    ("PortXmitDiscards", "port_transmit_discards_total"),
+    ("PortXmitConstraintErrors", "port_transmit_constraint_errors_total"),
+    ("PortRcvConstraintErrors", "port_receive_constraint_errors_total"),
+    ("LocalLinkIntegrityErrors", "port_local_link_integrity_errors_total"),
+    ("ExcessiveBufferOverrunErrors", "port_excessive_buffer_overrun_errors_total"),
+    ("VL15Dropped", "port_vl15_dropped_total"),
+    ("PortXmitWait", "port_transmit_wait_total"),
+    ("QP1Dropped", "port_qp1_dropped_total"),
+)
+BYTES = frozenset(("PortXmitData", "PortRcvData"))
+# collectors/ibnetdiscover.go ``laneRates``: per lane {signalling, effective} Gb/s.  The
+# exporter's own table, not fabriclab.ib.rates, so that the rate series equal what the
+# exporter reports for the same link (HDR's lane is 50 here, 53.125 signalled in
+# fabriclab.ib.rates).
+LANE_RATES = {
+    "SDR": (2.5, 2.0),
+    "DDR": (5.0, 4.0),
+    "QDR": (10.0, 8.0),
+    "FDR10": (10.3125, 10.0),
+    "FDR": (14.0625, 13.64),
+    "EDR": (25.78125, 25.0),
+    "HDR": (50.0, 50.0),
+    "NDR": (100.0, 100.0),
+    "XDR": (250.0, 250.0),
+}
+# The fault kinds a fabric takes (fabriclab.sim.live.faults.options.KINDS; the API may
+# not import the server's modules: a test checks the two agree).
+FAULT_KINDS = ("down", "flap", "degrade", "errors", "drop", "nvlink")
+SEVERITIES = ("Info", "Warning", "Minor", "Major", "Critical")  # UFM's, the event log's
+
+
+def escape(value: str) -> str:
+    """A label value as the text format wants it (backslash, quote and newline escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def family(name: str, help_: str, kind: str, labels: list[str], values: Iterable) -> bytes:
+    """One family's text: its ``# HELP`` and ``# TYPE`` lines and a sample per label set
+    (``labels[i]``: ``{a="x",b="y"}`` and a space; ``values[i]``: its value, an int or a
+    text), each line built by C-level joins."""
+    return b"".join(family_chunks(name, help_, kind, labels, values))
+
+
+def family_chunks(
+    name: str, help_: str, kind: str, labels: list[str], values: Iterable | np.ndarray
+) -> Iterator[bytes]:
+    """:func:`family` in pieces of at most :data:`CHUNK` samples (so that a scrape holds
+    one piece at a time); a piece of zeros (most error counters) is one join."""
+    yield f"# HELP {name} {help_}\n# TYPE {name} {kind}\n".encode()
+    if isinstance(values, np.ndarray):
+        for i in range(0, len(labels), CHUNK):
+            part = values[i : i + CHUNK]
+            lab = labels[i : i + CHUNK]
+            if not part.any():
+                yield (name + ("0\n" + name).join(lab) + "0\n").encode()
+            else:
+                yield _lines(name, lab, part.tolist())
+        return
+    values = list(values)
+    for i in range(0, len(labels), CHUNK):
+        yield _lines(name, labels[i : i + CHUNK], values[i : i + CHUNK])
+
+
+def _lines(name: str, labels: list[str], values: list) -> bytes:
+    body = ("\n" + name).join(map(add, labels, map(str, values)))
+    return (name + body + "\n").encode()
+
+
+class Ports:
+    """What one layout's scrapes share, made once: the rows the exporter exports (a
+    switch's or an HCA's cabled ports, port 0 never: what ``ibnetdiscover --ports``
+    shows connected) and their label strings, and every port's for the state series."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        num, peer, node = layout.port_num, layout.port_peer, layout.port_node
+        switch = layout.node_switch[node]
+        cabled = (num > 0) & (peer >= 0)
+        self.sw = np.flatnonzero(cabled & switch)
+        self.ca = np.flatnonzero(cabled & ~switch)
+        self.every = np.flatnonzero(num > 0)
+        pg = ["0x" + g for g in layout.ports["guid"]]
+        self.guid = pg
+        nums = layout.ports["num"]
+
+        def lbl(rows: np.ndarray) -> list[str]:
+            return [f'{{guid="{pg[r]}",port="{nums[r]}"}} ' for r in rows.tolist()]
+
+        self.sw_labels = lbl(self.sw)
+        self.ca_labels = lbl(self.ca)
+        self.every_labels = lbl(self.every)
+        self.ca_guid = [f'{{guid="{pg[r]}"}} ' for r in self.ca.tolist()]
+        # the exporter's lanes and speed as cabled (a retrained link's come from the state)
+        speeds = layout.speeds
+        self.cabled_lanes = np.asarray(
+            [int(w[:-1]) if w[:-1].isdigit() else 0 for w in layout.ports["width"]], dtype=np.int64
+        )
+        self.cabled_speed = np.asarray(
+            [speeds.index(s) + 1 if s in speeds else 0 for s in layout.ports["speed"]],
+            dtype=np.int64,
+        )
+        eff = [0.0] + [LANE_RATES.get(s, (0.0, 0.0))[1] for s in speeds]
+        raw = [0.0] + [LANE_RATES.get(s, (0.0, 0.0))[0] for s in speeds]
+        self.lane_eff = np.asarray(eff) * 1e9 / 8
+        self.lane_raw = np.asarray(raw) * 1e9 / 8
+        self.nodes = node_info(layout)
+        self._info_lids: np.ndarray | None = None
+        self._info: bytes = b""
+
+    def rates(self, state: State, rows: np.ndarray) -> tuple[list[str], list[str]]:
+        """The effective and raw rates (bytes/s) of ``rows`` as the exporter reckons
+        them: the trained width x the lane rate of the trained speed."""
+        lanes = state.col("lanes")[rows].astype(np.int64)
+        lanes = np.where(lanes > 0, lanes, self.cabled_lanes[rows])
+        speed = state.col("speed")[rows].astype(np.int64)
+        speed = np.where(speed > 0, speed, self.cabled_speed[rows])
+        return _floats(lanes * self.lane_eff[speed]), _floats(lanes * self.lane_raw[speed])
+
+    def info(self, state: State) -> bytes:
+        """The info families (their labels carry LIDs: made again when a LID moves)."""
+        lids = state.col("lid")
+        if self._info_lids is None or not np.array_equal(lids, self._info_lids):
+            self._info = info_families(self, lids.tolist())
+            self._info_lids = lids.copy()
+        return self._info
+
+
+def _floats(values: np.ndarray) -> list[str]:
+    """Float values as Go prints them (few distinct ones: each formatted once)."""
+    seen: dict[float, str] = {}
+    out = []
+    for v in values.tolist():
+        s = seen.get(v)
+        if s is None:
+            s = seen[v] = floatToGoString(v)
+        out.append(s)
+    return out
+
+
+def info_families(p: Ports, lids: list[int]) -> bytes:
+    """``infiniband_{switch,hca}_info`` and ``_uplink_info``, with the exporter's labels
+    (collectors/switch.go, hca.go: the node's description as ibnetdiscover shows it, its
+    LID, each connected port's peer), label names in sorted order as its Go client
+    writes them."""
+    lay = p.layout
+    desc = [escape(d) for d in lay.nodes["desc"]]
+    node, peer, nums = lay.ports["node"], lay.ports["peer"], lay.ports["num"]
+    kind = lay.node_switch
+    out = []
+    for who, rows in (("switch", p.sw), ("hca", p.ca)):
+        info: dict[str, str] = {}
+        up = []
+        for r in rows.tolist():
+            n, q = node[r], peer[r]
+            g = p.guid[r]
+            if who == "switch":  # guid, lid, switch
+                info.setdefault(g, f'{{guid="{g}",lid="{lids[r]}",switch="{desc[n]}"}} ')
+                mine = f'guid="{g}",port="{nums[r]}",switch="{desc[n]}"'
+            else:  # guid, hca, lid
+                info.setdefault(g, f'{{guid="{g}",hca="{desc[n]}",lid="{lids[r]}"}} ')
+                mine = f'guid="{g}",hca="{desc[n]}",port="{nums[r]}"'
+            qn = node[q]
+            up.append(
+                f'{{{mine},uplink="{desc[qn]}",'
+                f'uplink_guid="{p.guid[q]}",uplink_lid="{lids[q]}",uplink_port="{nums[q]}",'
+                f'uplink_type="{"SW" if kind[qn] else "CA"}"}} '
+            )
+        title = "switch" if who == "switch" else "HCA"
+        out.append(
+            family(
+                f"infiniband_{who}_info",
+                f"Infiniband {title} information",
+                "gauge",
+                list(info.values()),
+                ["1"] * len(info),
+            )
+        )
+        out.append(
+            family(
+                f"infiniband_{who}_uplink_info",
+                f"Infiniband {title} uplink information",
+                "gauge",
+                up,
+                ["1"] * len(up),
+            )
+        )
+    return b"".join(out)
+
+
+def node_info(lay: Layout) -> bytes:
+    """``fabriclab_node_info``: every node, with where it sits in the cluster."""
+    cols = ("name", "desc", "kind", "tier", "role", "domain", "host", "hca", "model")
+    n = lay.nodes
+    labels = []
+    for i, g in enumerate(n["guid"]):
+        kv = ",".join(f'{c}="{escape(str(n[c][i]))}"' for c in cols)
+        labels.append(f'{{guid="0x{g}",{kv}}} ')
+    return family(
+        "fabriclab_node_info",
+        "A node of the fabric: its name, kind (switch or ca), tier, role, NVLink domain, "
+        "host and HCA",
+        "gauge",
+        labels,
+        ["1"] * len(labels),
+    )
+
+
+class Metrics:
+    """The scrapes of one Source: the layout's precomputed labels and the events
+    counted so far."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self._lock = threading.Lock()
+        self._ports: Ports | None = None
+        self.events = EventCounter(source.events_path)
+
+    def ports(self) -> Ports:
+        layout = self.source.layout()
+        with self._lock:
+            if self._ports is None or self._ports.layout is not layout:
+                self._ports = Ports(layout)
+            return self._ports
+
+    def scrape(self) -> Iterator[bytes]:
+        """The whole exposition, a family (or a few small ones) at a time."""
+        t0 = time.perf_counter()
+        p = self.ports()
+        state = self.source.state(STATE_MAX_AGE)
+        yield from self.port_families(p, state)
+        yield p.info(state)
+        yield p.nodes
+        yield generate_latest(_Collected(self.small(state)))
+        took = time.perf_counter() - t0
+        yield generate_latest(_Collected(scrape_families(took)))
+
+    def port_families(self, p: Ports, state: State) -> Iterator[bytes]:
+        for counter, suffix in COUNTERS:
+            col = state.col(counter)
+            for who, rows, labels in (("switch", p.sw, p.sw_labels), ("hca", p.ca, p.ca_labels)):
+                values = _times4(col[rows]) if counter in BYTES else col[rows]
+                title = "switch" if who == "switch" else "HCA"
+                yield from family_chunks(
+                    f"infiniband_{who}_{suffix}",
+                    f"Infiniband {title} port {counter}",
+                    "counter",
+                    labels,
+                    values,
+                )
+        eff, raw = p.rates(state, p.sw)
+        yield family(
+            "infiniband_switch_port_rate_bytes_per_second",
+            "Infiniband switch port rate",
+            "gauge",
+            p.sw_labels,
+            eff,
+        )
+        yield family(
+            "infiniband_switch_port_raw_rate_bytes_per_second",
+            "Infiniband switch port raw rate",
+            "gauge",
+            p.sw_labels,
+            raw,
+        )
+        eff, raw = p.rates(state, p.ca)
+        yield family(
+            "infiniband_hca_rate_bytes_per_second", "Infiniband HCA rate", "gauge", p.ca_guid, eff
+        )
+        yield family(
+            "infiniband_hca_raw_rate_bytes_per_second",
+            "Infiniband HCA raw rate",
+            "gauge",
+            p.ca_guid,
+            raw,
+        )
+        yield from family_chunks(
+            "fabriclab_port_state_id",
+            "A port's logical state, numbered as node_exporter's node_infiniband_state_id "
+            "(1 Down, 2 Initializing, 3 Armed, 4 Active, 5 ActiveDefer: PortInfo LinkState)",
+            "gauge",
+            p.every_labels,
+            state.col("state")[p.every],
+        )
+        yield from family_chunks(
+            "fabriclab_port_physical_state_id",
+            "A port's physical state, numbered as node_exporter's "
+            "node_infiniband_physical_state_id (1 Sleep, 2 Polling, 3 Disabled, "
+            "4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest)",
+            "gauge",
+            p.every_labels,
+            state.col("phys")[p.every],
+        )
+
+    def small(self, state: State) -> list:
+        """The small series: the exporter's health, faults, events, the server's counts,
+        traffic, the clock."""
+        fams: list = []
+        for name, help_ in (
+            (
+                "infiniband_exporter_collect_errors",
+                "Number of errors that occurred during collection",
+            ),
+            (
+                "infiniband_exporter_collect_timeouts",
+                "Number of timeouts that occurred during collection",
+            ),
+        ):
+            g = GaugeMetricFamily(name, help_, labels=["collector"])
+            for c in ("ibnetdiscover", "switch", "hca"):
+                g.add_metric([c], 0)
+            fams.append(g)
+        clock = GaugeMetricFamily(
+            "fabriclab_fabric_clock_seconds",
+            "The fabric clock (virtual or wall), seconds since it came up",
+        )
+        clock.add_metric([], state.now)
+        fams.append(clock)
+        virtual = GaugeMetricFamily(
+            "fabriclab_fabric_clock_virtual", "1: the fabric runs on a virtual clock"
+        )
+        virtual.add_metric([], 1 if state.virtual else 0)
+        fams.append(virtual)
+        faults = GaugeMetricFamily(
+            "fabriclab_faults_active", "Faults in force, by kind", labels=["kind"]
+        )
+        kinds = dict.fromkeys(FAULT_KINDS, 0)
+        for f in self.source.request("faults"):
+            kinds[str(f.get("kind"))] = kinds.get(str(f.get("kind")), 0) + 1
+        for k, v in kinds.items():
+            faults.add_metric([k], v)
+        fams.append(faults)
+        events = CounterMetricFamily(
+            "fabriclab_events", "Events in the fabric's event log, by severity", labels=["severity"]
+        )
+        for sev, v in self.events.counts(SEVERITIES).items():
+            events.add_metric([sev], v)
+        fams.append(events)
+        fams.extend(server_families(self.source.request("stats")))
+        fams.extend(traffic_families(self.source))
+        return fams
+
+
+def _times4(words: np.ndarray) -> np.ndarray | list[int]:
+    """Words as bytes (x 4), exact even past 2^62 words (where uint64 would wrap)."""
+    if words.size and int(words.max()) >= 1 << 62:
+        return [w * 4 for w in words.tolist()]
+    return words * np.uint64(4)
+
+
+# The admin op ``stats`` (docs/protocol.md): which counts are MADs' outcomes.
+MAD_OUTCOMES = ("answered", "forwarded", "timed_out", "dropped", "malformed")
+
+
+def server_families(stats: dict) -> list:
+    """The server's own counts since it came up, from the admin op ``stats``."""
+    mads = CounterMetricFamily("fabriclab_server_mads", "MADs the fabric server received")
+    mads.add_metric([], stats.get("mads", 0))
+    out = CounterMetricFamily(
+        "fabriclab_server_mad_outcomes", "What became of the MADs received", labels=["outcome"]
+    )
+    fams = [mads, out]
+    for k in MAD_OUTCOMES:
+        out.add_metric([k], stats.get(k, 0))
+    for k, v in stats.items():
+        if k in MAD_OUTCOMES or k == "mads" or not isinstance(v, int | float):
+            continue
+        c = CounterMetricFamily(
+            f"fabriclab_server_{k}", f"The fabric server's count '{k}' (admin op stats)"
+        )
+        c.add_metric([], v)
+        fams.append(c)
+    return fams
+
+
+def traffic_families(source: Source) -> list:
+    """The flows (admin op ``traffic list``'s summary): how many in each state, bytes
+    sent and delivered, the running ones' rate; none on a fabric without traffic."""
+    try:
+        s = source.request("traffic", verb="list", args=[], options={"limit": 0})["summary"]
+    except FabriclabError:
+        return []
+    flows = GaugeMetricFamily("fabriclab_flows", "Traffic flows, by state", labels=["state"])
+    for k, v in s.get("states", {}).items():
+        flows.add_metric([k], v)
+    sent = CounterMetricFamily("fabriclab_traffic_sent_bytes", "Bytes the flows have sent")
+    sent.add_metric([], s.get("sent", 0))
+    got = CounterMetricFamily("fabriclab_traffic_delivered_bytes", "Bytes the flows have delivered")
+    got.add_metric([], s.get("delivered", 0))
+    rate = GaugeMetricFamily(
+        "fabriclab_traffic_rate_bytes_per_second", "The running flows' rate together"
+    )
+    rate.add_metric([], s.get("rate", 0.0))
+    return [flows, sent, got, rate]
+
+
+def scrape_families(took: float) -> list:
+    d = GaugeMetricFamily(
+        "fabriclab_scrape_duration_seconds",
+        "Seconds this scrape took until this line (every series before it)",
+    )
+    d.add_metric([], took)
+    dd = GaugeMetricFamily(
+        "infiniband_exporter_collector_duration_seconds",
+        "Collector time duration.",
+        labels=["collector"],
+    )
+    for c in ("ibnetdiscover", "switch", "hca"):
+        dd.add_metric([c], took)
+    return [d, dd]
+
+
+class _Collected:
+    """Metric families for ``generate_latest`` (anything with ``collect``)."""
+
+    def __init__(self, fams: list):
+        self.fams = fams
+
+    def collect(self) -> list:
+        return self.fams
+
+
+def gzipped(chunks: Iterator[bytes], level: int = 1) -> Iterator[bytes]:
+    """``chunks`` as one gzip stream, each piece compressed on a second thread while the
+    next is written (zlib lets go of the GIL while it compresses)."""
+    z = zlib.compressobj(level, zlib.DEFLATED, 31)
+    with ThreadPoolExecutor(1, thread_name_prefix="metrics-gzip") as pool:
+        pending = None
+        for c in chunks:
+            nxt = pool.submit(z.compress, c)
+            if pending is not None and (out := pending.result()):
+                yield out
+            pending = nxt
+        if pending is not None and (out := pending.result()):
+            yield out
+    yield z.flush()
 
 
 def install(app: FastAPI, source: Source) -> None:
     """Add ``/metrics`` to ``app``."""
+    m = Metrics(source)
+    app.state.metrics = m
+
+    @app.get("/metrics", tags=["metrics"], response_class=StreamingResponse)
+    def metrics(request: Request) -> StreamingResponse:
+        """The whole fabric in Prometheus's text format (0.0.4), gzipped when asked."""
+        chunks = m.scrape()
+        first = next(chunks)  # errors reading the fabric become answers, not torn streams
+        body: Iterator[bytes] = _chain(first, chunks)
+        headers = {}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body = gzipped(body)
+            headers["Content-Encoding"] = "gzip"
+        return StreamingResponse(body, media_type=CONTENT_TYPE, headers=headers)
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest

@@ -1,0 +1,266 @@
+"""``/metrics`` in-process: every series named, labelled and typed as
+treydock/infiniband_exporter (v0.10.0) writes them, the counters as the fabric counts
+them (bytes = words x 4), a fault at once in the state series, traffic moving the
+counters, and the whole output parsed by prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+
+import pytest
+from api_fabric import api_fabric
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from fabriclab.api import metrics
+from fabriclab.sim.live.faults.options import KINDS
+
+LEAF = "LAB-IBLEAF-01"
+# collectors/switch.go and hca.go: the per-port counter series (after
+# ``infiniband_{switch,hca}_``) and their labels; collectors/switch_test.go's expected
+# output shows the ``0x`` GUIDs and the HELP texts.
+EXPORTER_COUNTERS = {
+    "port_transmit_data_bytes": "PortXmitData",
+    "port_receive_data_bytes": "PortRcvData",
+    "port_transmit_packets": "PortXmitPkts",
+    "port_receive_packets": "PortRcvPkts",
+    "port_unicast_transmit_packets": "PortUnicastXmitPkts",
+    "port_unicast_receive_packets": "PortUnicastRcvPkts",
+    "port_multicast_transmit_packets": "PortMulticastXmitPkts",
+    "port_multicast_receive_packets": "PortMulticastRcvPkts",
+    "port_symbol_error": "SymbolErrorCounter",
+    "port_link_error_recovery": "LinkErrorRecoveryCounter",
+    "port_link_downed": "LinkDownedCounter",
+    "port_receive_errors": "PortRcvErrors",
+    "port_receive_remote_physical_errors": "PortRcvRemotePhysicalErrors",
+    "port_receive_switch_relay_errors": "PortRcvSwitchRelayErrors",
+    "port_transmit_discards": "PortXmitDiscards",
+    "port_transmit_constraint_errors": "PortXmitConstraintErrors",
+    "port_receive_constraint_errors": "PortRcvConstraintErrors",
+    "port_local_link_integrity_errors": "LocalLinkIntegrityErrors",
+    "port_excessive_buffer_overrun_errors": "ExcessiveBufferOverrunErrors",
+    "port_vl15_dropped": "VL15Dropped",
+    "port_transmit_wait": "PortXmitWait",
+    "port_qp1_dropped": "QP1Dropped",
+}
+EXPORTER_GAUGES = {
+    "infiniband_switch_port_rate_bytes_per_second": {"guid", "port"},
+    "infiniband_switch_port_raw_rate_bytes_per_second": {"guid", "port"},
+    "infiniband_hca_rate_bytes_per_second": {"guid"},
+    "infiniband_hca_raw_rate_bytes_per_second": {"guid"},
+    "infiniband_switch_info": {"guid", "switch", "lid"},
+    "infiniband_hca_info": {"guid", "hca", "lid"},
+    "infiniband_switch_uplink_info": {
+        "guid",
+        "port",
+        "switch",
+        "uplink",
+        "uplink_guid",
+        "uplink_type",
+        "uplink_port",
+        "uplink_lid",
+    },
+    "infiniband_hca_uplink_info": {
+        "guid",
+        "port",
+        "hca",
+        "uplink",
+        "uplink_guid",
+        "uplink_type",
+        "uplink_port",
+        "uplink_lid",
+    },
+    "infiniband_exporter_collect_errors": {"collector"},
+    "infiniband_exporter_collect_timeouts": {"collector"},
+    "infiniband_exporter_collector_duration_seconds": {"collector"},
+}
+
+
+@pytest.fixture(scope="module")
+def fab(tmp_path_factory):
+    with api_fabric(tmp_path_factory.mktemp("metrics")) as f:
+        yield f
+
+
+def scrape(client: TestClient) -> dict:
+    r = client.get("/metrics")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {f.name: f for f in text_string_to_metric_families(r.text)}
+
+
+def samples(fams: dict, family: str) -> dict[tuple, float]:
+    out = {}
+    for s in fams[family].samples:
+        key = (s.labels.get("guid"), s.labels.get("port"))
+        assert key not in out or family.endswith("_info"), f"duplicate {family}{s.labels}"
+        out[key] = s.value
+    return out
+
+
+def port_key(f, node_name: str, port: int) -> tuple[str, str]:
+    lay = f.source.layout()
+    i = lay.nodes["name"].index(node_name)
+    row = next(r for r in lay.rows_of(i) if lay.ports["num"][r] == port)
+    return "0x" + lay.ports["guid"][row], str(port)
+
+
+def test_every_exporter_series_named_typed_and_labelled_as_the_exporter(fab):
+    fams = scrape(TestClient(fab.app()))
+    for who, title in (("switch", "switch"), ("hca", "HCA")):
+        for suffix, counter in EXPORTER_COUNTERS.items():
+            fam = fams[f"infiniband_{who}_{suffix}"]  # the parser strips _total
+            assert fam.type == "counter"
+            assert fam.documentation == f"Infiniband {title} port {counter}"
+            assert fam.samples, fam.name
+            for s in fam.samples:
+                assert s.name == f"infiniband_{who}_{suffix}_total"
+                assert set(s.labels) == {"guid", "port"}
+                assert s.labels["guid"].startswith("0x") and len(s.labels["guid"]) == 18
+    for name, labels in EXPORTER_GAUGES.items():
+        fam = fams[name]
+        assert fam.type == "gauge", name
+        assert fam.samples, name
+        for s in fam.samples:
+            assert set(s.labels) == labels, (name, s.labels)
+    assert fams["infiniband_switch_info"].documentation == "Infiniband switch information"
+
+
+def test_whole_output_parses_without_duplicates(fab):
+    r = TestClient(fab.app()).get("/metrics")
+    seen = Counter()
+    for fam in text_string_to_metric_families(r.text):
+        for s in fam.samples:
+            seen[(s.name, tuple(sorted(s.labels.items())))] += 1
+    assert seen and max(seen.values()) == 1
+    # every line is a comment or a sample: nothing the parser skipped
+    body = [ln for ln in r.text.splitlines() if ln and not ln.startswith("#")]
+    assert len(body) == sum(seen.values())
+
+
+def test_only_connected_ports_as_the_exporter_sees_them(fab):
+    lay = fab.source.layout()
+    fams = scrape(TestClient(fab.app()))
+    sw = samples(fams, "infiniband_switch_port_transmit_data_bytes")
+    ca = samples(fams, "infiniband_hca_port_transmit_data_bytes")
+    rows = range(lay.port_count)
+    cabled = [r for r in rows if lay.ports["num"][r] > 0 and lay.ports["peer"][r] >= 0]
+    want_sw = {
+        ("0x" + lay.ports["guid"][r], str(lay.ports["num"][r]))
+        for r in cabled
+        if lay.node_switch[lay.ports["node"][r]]
+    }
+    assert set(sw) == want_sw and all(p != "0" for _, p in sw)
+    assert len(ca) == len(cabled) - len(want_sw)
+    # the state series cover every port (port 0 none), cabled or not
+    st = samples(fams, "fabriclab_port_state_id")
+    assert len(st) == sum(1 for r in rows if lay.ports["num"][r] > 0)
+
+
+def test_data_in_bytes_and_counters_move_with_traffic(fab):
+    client = TestClient(fab.app())
+    src = port_key(fab, "sched-worker1/mlx5_0", 1)
+    before = samples(scrape(client), "infiniband_hca_port_transmit_data_bytes")[src]
+    fab.live.traffic_request(
+        "send", ["sched-worker1/mlx5_0", "sched-worker2/mlx5_0"], {"bytes": "64Mi"}
+    )
+    fab.live.advance(1.0)
+    fams = scrape(client)
+    after = samples(fams, "infiniband_hca_port_transmit_data_bytes")[src]
+    assert after - before >= 64 * 2**20  # payload and headers, in bytes
+    state = fab.source.state()
+    lay = fab.source.layout()
+    row = lay.row_by_name[src[0][2:] + "_1"]
+    assert after == state.value(row, "PortXmitData") * 4
+    pkts = samples(fams, "infiniband_hca_port_transmit_packets")[src]
+    assert pkts == state.value(row, "PortXmitPkts")
+    leaf = samples(fams, "infiniband_switch_port_receive_data_bytes")
+    assert leaf[port_key(fab, LEAF, 1)] == state.value(lay.ports["peer"][row], "PortRcvData") * 4
+
+
+def test_rates_from_the_exporters_lane_table(fab):
+    fams = scrape(TestClient(fab.app()))
+    # lab: NDR 4x everywhere; laneRates["NDR"] = {100, 100} Gb/s a lane
+    for name in (
+        "infiniband_switch_port_rate_bytes_per_second",
+        "infiniband_switch_port_raw_rate_bytes_per_second",
+        "infiniband_hca_rate_bytes_per_second",
+    ):
+        assert {s.value for s in fams[name].samples} == {4 * 100e9 / 8}
+
+
+def test_a_fault_shows_in_the_state_series_at_once(tmp_path):
+    with api_fabric(tmp_path) as f:
+        client = TestClient(f.app())
+        key = port_key(f, LEAF, 5)
+        fams = scrape(client)
+        assert samples(fams, "fabriclab_port_state_id")[key] == 4  # Active
+        assert samples(fams, "fabriclab_port_physical_state_id")[key] == 5  # LinkUp
+        f.live.fault("down", f"{LEAF}[5]")
+        fams = scrape(client)
+        assert samples(fams, "fabriclab_port_state_id")[key] == 1  # Down
+        assert samples(fams, "fabriclab_port_physical_state_id")[key] in (2, 3)
+        peer = port_key(f, "sched-worker2/mlx5_0", 1)
+        assert samples(fams, "fabriclab_port_state_id")[peer] == 1
+        faults = {s.labels["kind"]: s.value for s in fams["fabriclab_faults_active"].samples}
+        assert faults["down"] == 1 and faults["flap"] == 0
+        # the exporter's series stay (as cabled), the link-downed counter moved
+        assert samples(fams, "infiniband_switch_port_link_downed")[key] >= 1
+
+
+def test_events_counted_by_severity_incrementally(tmp_path):
+    with api_fabric(tmp_path) as f:
+        client = TestClient(f.app())
+
+        def events() -> dict[str, float]:
+            fams = scrape(client)
+            return {s.labels["severity"]: s.value for s in fams["fabriclab_events"].samples}
+
+        first = events()
+        assert set(metrics.SEVERITIES) <= set(first)
+        f.source.request("event", event_type=552, name="External Event", severity="Minor")
+        f.source.request("event", event_type=552, name="External Event", severity="Minor")
+        second = events()
+        assert second["Minor"] == first["Minor"] + 2
+        assert events() == second  # nothing counted twice
+        counter = client.app.state.metrics.events
+        assert counter.since == f.source.events()[-1]["id"]
+
+
+def test_fabriclab_series(fab):
+    fams = scrape(TestClient(fab.app()))
+    for name in (
+        "fabriclab_node_info",
+        "fabriclab_fabric_clock_seconds",
+        "fabriclab_server_mads",
+        "fabriclab_server_mad_outcomes",
+        "fabriclab_flows",
+        "fabriclab_traffic_sent_bytes",
+        "fabriclab_scrape_duration_seconds",
+    ):
+        assert fams[name].samples, name
+    nodes = {s.labels["name"]: s.labels for s in fams["fabriclab_node_info"].samples}
+    assert nodes[LEAF]["kind"] == "switch" and nodes[LEAF]["tier"] == "1"
+    assert nodes["sched-worker1/mlx5_0"]["host"] == "sched-worker1"
+    clock = fams["fabriclab_fabric_clock_seconds"].samples[0].value
+    assert clock == fab.source.state().now
+
+
+def test_gzip_when_asked(fab):
+    client = TestClient(fab.app())
+    r = client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+    assert r.status_code == 200
+    assert r.headers["content-encoding"] == "gzip"
+    # httpx decodes it; the text is the same exposition
+    assert "infiniband_switch_port_transmit_data_bytes_total{" in r.text
+    raw = b"".join(metrics.gzipped(iter([b"a", b"b"])))
+    assert gzip.decompress(raw) == b"ab"
+
+
+def test_fault_kinds_are_the_servers():
+    assert metrics.FAULT_KINDS == KINDS
+
+
+def test_label_values_escaped():
+    assert metrics.escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
