@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from api_fabric import api_fabric
 
-from fabriclab.api.metrics import Metrics, gzipped
+from fabriclab.api.metrics import Metrics
+from fabriclab.api.metrics_text import gzipped
 from fabriclab.api.source import Source
 
 
@@ -93,6 +94,8 @@ def main() -> None:
         consume(m.scrape())
         print(f"label strings, made once per layout: {t_labels:.2f} s")
         rows: dict[str, list[float]] = {}
+        whole = Metrics(f.source)  # server and API in turn, as in one process
+        consume(whole.scrape())
 
         def note(key: str, v: float) -> None:
             rows.setdefault(key, []).append(v)
@@ -115,7 +118,7 @@ def main() -> None:
             (gzsize, _), t, mb = peak(lambda: consume(gzipped(m.scrape())))
             note("api gzip s", t)
             note("api gzip MB", mb)
-            _, t, _ = peak(lambda: consume(Metrics(f.source).scrape()))
+            _, t, _ = peak(lambda: consume(whole.scrape()))
             note("in-process s", t)
         med = {k: statistics.median(v) for k, v in rows.items()}
         print(

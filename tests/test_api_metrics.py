@@ -13,7 +13,10 @@ from api_fabric import api_fabric
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabriclab.api import metrics
+from fabriclab.api import metrics, metrics_small, metrics_text
+from fabriclab.api.app import make_app
+from fabriclab.api.source import FabricUnavailable, Source
+from fabriclab.errors import Problem
 from fabriclab.sim.live.faults.options import KINDS
 
 LEAF = "LAB-IBLEAF-01"
@@ -218,7 +221,7 @@ def test_events_counted_by_severity_incrementally(tmp_path):
             return {s.labels["severity"]: s.value for s in fams["fabriclab_events"].samples}
 
         first = events()
-        assert set(metrics.SEVERITIES) <= set(first)
+        assert set(metrics_small.SEVERITIES) <= set(first)
         f.source.request("event", event_type=552, name="External Event", severity="Minor")
         f.source.request("event", event_type=552, name="External Event", severity="Minor")
         second = events()
@@ -254,13 +257,29 @@ def test_gzip_when_asked(fab):
     assert r.headers["content-encoding"] == "gzip"
     # httpx decodes it; the text is the same exposition
     assert "infiniband_switch_port_transmit_data_bytes_total{" in r.text
-    raw = b"".join(metrics.gzipped(iter([b"a", b"b"])))
+    raw = b"".join(metrics_text.gzipped(iter([b"a", b"b"])))
     assert gzip.decompress(raw) == b"ab"
 
 
 def test_fault_kinds_are_the_servers():
-    assert metrics.FAULT_KINDS == KINDS
+    assert metrics_small.FAULT_KINDS == KINDS
 
 
 def test_label_values_escaped():
-    assert metrics.escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert metrics_text.escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+
+
+def test_large_fabric_sent_plain_even_when_gzip_is_asked(fab, monkeypatch):
+    monkeypatch.setattr(metrics, "GZIP_MAX_PORTS", 0)
+    r = TestClient(fab.app()).get("/metrics", headers={"Accept-Encoding": "gzip"})
+    assert r.status_code == 200 and "content-encoding" not in r.headers
+
+
+def test_a_fabric_gone_is_one_json_error_not_half_a_scrape(tmp_path):
+    def send(req: dict):
+        raise FabricUnavailable([Problem("gone", "the fabric is not up")])
+
+    app = make_app(Source("gone", send, tmp_path / "gone.events.jsonl"))
+    r = TestClient(app).get("/metrics")
+    assert r.status_code == 503
+    assert r.json() == {"error": "gone: the fabric is not up"}

@@ -3,37 +3,33 @@ counters named exactly as treydock/infiniband_exporter names them (so that its G
 dashboards and recording rules work unchanged), and fabriclab's own series beside them
 (``fabriclab_``: port states, nodes, faults, events, the server's health).
 
-A full scrape of the 8,192-tray fabric is about 4.5 million samples, far too many for
-``prometheus_client``'s generic collectors: the port families are written here, a
-family at a time (label strings made once per layout, values straight from the state
-array), and streamed so that only one family is held at once; the few small series are
-``prometheus_client`` metric families, written by its own ``generate_latest``.  Both
-follow the same exposition conventions (``# HELP``/``# TYPE``, a counter's family named
-with its ``_total``)."""
+A full scrape of the 8,192-tray fabric is about 5.5 million samples, far too many for
+``prometheus_client``'s generic collectors: the port families are written by
+:mod:`.metrics_text` (label strings made here once per layout, values straight from the
+state array) and streamed a piece at a time; the few small series are
+``prometheus_client`` metric families (:mod:`.metrics_small`)."""
 
 from __future__ import annotations
 
 import threading
 import time
-import zlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from operator import add
+from collections.abc import Iterator
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import generate_latest
-from prometheus_client.utils import floatToGoString
 
-from ..errors import FabriclabError
+from . import metrics_small
 from .metrics_events import EventCounter
+from .metrics_text import escape, family, family_chunks, go_floats, gzipped, times4
 from .source import Source
 from .view import Layout, State
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-CHUNK = 32768  # samples written at once
+# Above this many ports a scrape is sent plain even to a scraper that takes gzip: at
+# 259,000 ports (511 MB of text) compressing costs more than a second on top of the
+# 1.5 s scrape (bench/api_metrics.py), far more than the bytes cost on a loopback or LAN.
+GZIP_MAX_PORTS = 100_000
 STATE_MAX_AGE = 0.0  # every scrape reads the state as it is then
 
 # treydock/infiniband_exporter (v0.10.0) collectors/switch.go and hca.go: each counter of
@@ -80,47 +76,6 @@ LANE_RATES = {
     "NDR": (100.0, 100.0),
     "XDR": (250.0, 250.0),
 }
-# The fault kinds a fabric takes (fabriclab.sim.live.faults.options.KINDS; the API may
-# not import the server's modules: a test checks the two agree).
-FAULT_KINDS = ("down", "flap", "degrade", "errors", "drop", "nvlink")
-SEVERITIES = ("Info", "Warning", "Minor", "Major", "Critical")  # UFM's, the event log's
-
-
-def escape(value: str) -> str:
-    """A label value as the text format wants it (backslash, quote and newline escaped)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def family(name: str, help_: str, kind: str, labels: list[str], values: Iterable) -> bytes:
-    """One family's text: its ``# HELP`` and ``# TYPE`` lines and a sample per label set
-    (``labels[i]``: ``{a="x",b="y"}`` and a space; ``values[i]``: its value, an int or a
-    text), each line built by C-level joins."""
-    return b"".join(family_chunks(name, help_, kind, labels, values))
-
-
-def family_chunks(
-    name: str, help_: str, kind: str, labels: list[str], values: Iterable | np.ndarray
-) -> Iterator[bytes]:
-    """:func:`family` in pieces of at most :data:`CHUNK` samples (so that a scrape holds
-    one piece at a time); a piece of zeros (most error counters) is one join."""
-    yield f"# HELP {name} {help_}\n# TYPE {name} {kind}\n".encode()
-    if isinstance(values, np.ndarray):
-        for i in range(0, len(labels), CHUNK):
-            part = values[i : i + CHUNK]
-            lab = labels[i : i + CHUNK]
-            if not part.any():
-                yield (name + ("0\n" + name).join(lab) + "0\n").encode()
-            else:
-                yield _lines(name, lab, part.tolist())
-        return
-    values = list(values)
-    for i in range(0, len(labels), CHUNK):
-        yield _lines(name, labels[i : i + CHUNK], values[i : i + CHUNK])
-
-
-def _lines(name: str, labels: list[str], values: list) -> bytes:
-    body = ("\n" + name).join(map(add, labels, map(str, values)))
-    return (name + body + "\n").encode()
 
 
 class Ports:
@@ -171,7 +126,7 @@ class Ports:
         lanes = np.where(lanes > 0, lanes, self.cabled_lanes[rows])
         speed = state.col("speed")[rows].astype(np.int64)
         speed = np.where(speed > 0, speed, self.cabled_speed[rows])
-        return _floats(lanes * self.lane_eff[speed]), _floats(lanes * self.lane_raw[speed])
+        return go_floats(lanes * self.lane_eff[speed]), go_floats(lanes * self.lane_raw[speed])
 
     def info(self, state: State) -> bytes:
         """The info families (their labels carry LIDs: made again when a LID moves)."""
@@ -180,18 +135,6 @@ class Ports:
             self._info = info_families(self, lids.tolist())
             self._info_lids = lids.copy()
         return self._info
-
-
-def _floats(values: np.ndarray) -> list[str]:
-    """Float values as Go prints them (few distinct ones: each formatted once)."""
-    seen: dict[float, str] = {}
-    out = []
-    for v in values.tolist():
-        s = seen.get(v)
-        if s is None:
-            s = seen[v] = floatToGoString(v)
-        out.append(s)
-    return out
 
 
 def info_families(p: Ports, lids: list[int]) -> bytes:
@@ -284,18 +227,20 @@ class Metrics:
         t0 = time.perf_counter()
         p = self.ports()
         state = self.source.state(STATE_MAX_AGE)
+        # the small series read first too: a fabric gone answers an error, not half a scrape
+        small = metrics_small.text(metrics_small.small_families(self.source, state, self.events))
         yield from self.port_families(p, state)
         yield p.info(state)
         yield p.nodes
-        yield generate_latest(_Collected(self.small(state)))
+        yield small
         took = time.perf_counter() - t0
-        yield generate_latest(_Collected(scrape_families(took)))
+        yield metrics_small.text(metrics_small.scrape_families(took))
 
     def port_families(self, p: Ports, state: State) -> Iterator[bytes]:
         for counter, suffix in COUNTERS:
             col = state.col(counter)
             for who, rows, labels in (("switch", p.sw, p.sw_labels), ("hca", p.ca, p.ca_labels)):
-                values = _times4(col[rows]) if counter in BYTES else col[rows]
+                values = times4(col[rows]) if counter in BYTES else col[rows]
                 title = "switch" if who == "switch" else "HCA"
                 yield from family_chunks(
                     f"infiniband_{who}_{suffix}",
@@ -348,149 +293,6 @@ class Metrics:
             state.col("phys")[p.every],
         )
 
-    def small(self, state: State) -> list:
-        """The small series: the exporter's health, faults, events, the server's counts,
-        traffic, the clock."""
-        fams: list = []
-        for name, help_ in (
-            (
-                "infiniband_exporter_collect_errors",
-                "Number of errors that occurred during collection",
-            ),
-            (
-                "infiniband_exporter_collect_timeouts",
-                "Number of timeouts that occurred during collection",
-            ),
-        ):
-            g = GaugeMetricFamily(name, help_, labels=["collector"])
-            for c in ("ibnetdiscover", "switch", "hca"):
-                g.add_metric([c], 0)
-            fams.append(g)
-        clock = GaugeMetricFamily(
-            "fabriclab_fabric_clock_seconds",
-            "The fabric clock (virtual or wall), seconds since it came up",
-        )
-        clock.add_metric([], state.now)
-        fams.append(clock)
-        virtual = GaugeMetricFamily(
-            "fabriclab_fabric_clock_virtual", "1: the fabric runs on a virtual clock"
-        )
-        virtual.add_metric([], 1 if state.virtual else 0)
-        fams.append(virtual)
-        faults = GaugeMetricFamily(
-            "fabriclab_faults_active", "Faults in force, by kind", labels=["kind"]
-        )
-        kinds = dict.fromkeys(FAULT_KINDS, 0)
-        for f in self.source.request("faults"):
-            kinds[str(f.get("kind"))] = kinds.get(str(f.get("kind")), 0) + 1
-        for k, v in kinds.items():
-            faults.add_metric([k], v)
-        fams.append(faults)
-        events = CounterMetricFamily(
-            "fabriclab_events", "Events in the fabric's event log, by severity", labels=["severity"]
-        )
-        for sev, v in self.events.counts(SEVERITIES).items():
-            events.add_metric([sev], v)
-        fams.append(events)
-        fams.extend(server_families(self.source.request("stats")))
-        fams.extend(traffic_families(self.source))
-        return fams
-
-
-def _times4(words: np.ndarray) -> np.ndarray | list[int]:
-    """Words as bytes (x 4), exact even past 2^62 words (where uint64 would wrap)."""
-    if words.size and int(words.max()) >= 1 << 62:
-        return [w * 4 for w in words.tolist()]
-    return words * np.uint64(4)
-
-
-# The admin op ``stats`` (docs/protocol.md): which counts are MADs' outcomes.
-MAD_OUTCOMES = ("answered", "forwarded", "timed_out", "dropped", "malformed")
-
-
-def server_families(stats: dict) -> list:
-    """The server's own counts since it came up, from the admin op ``stats``."""
-    mads = CounterMetricFamily("fabriclab_server_mads", "MADs the fabric server received")
-    mads.add_metric([], stats.get("mads", 0))
-    out = CounterMetricFamily(
-        "fabriclab_server_mad_outcomes", "What became of the MADs received", labels=["outcome"]
-    )
-    fams = [mads, out]
-    for k in MAD_OUTCOMES:
-        out.add_metric([k], stats.get(k, 0))
-    for k, v in stats.items():
-        if k in MAD_OUTCOMES or k == "mads" or not isinstance(v, int | float):
-            continue
-        c = CounterMetricFamily(
-            f"fabriclab_server_{k}", f"The fabric server's count '{k}' (admin op stats)"
-        )
-        c.add_metric([], v)
-        fams.append(c)
-    return fams
-
-
-def traffic_families(source: Source) -> list:
-    """The flows (admin op ``traffic list``'s summary): how many in each state, bytes
-    sent and delivered, the running ones' rate; none on a fabric without traffic."""
-    try:
-        s = source.request("traffic", verb="list", args=[], options={"limit": 0})["summary"]
-    except FabriclabError:
-        return []
-    flows = GaugeMetricFamily("fabriclab_flows", "Traffic flows, by state", labels=["state"])
-    for k, v in s.get("states", {}).items():
-        flows.add_metric([k], v)
-    sent = CounterMetricFamily("fabriclab_traffic_sent_bytes", "Bytes the flows have sent")
-    sent.add_metric([], s.get("sent", 0))
-    got = CounterMetricFamily("fabriclab_traffic_delivered_bytes", "Bytes the flows have delivered")
-    got.add_metric([], s.get("delivered", 0))
-    rate = GaugeMetricFamily(
-        "fabriclab_traffic_rate_bytes_per_second", "The running flows' rate together"
-    )
-    rate.add_metric([], s.get("rate", 0.0))
-    return [flows, sent, got, rate]
-
-
-def scrape_families(took: float) -> list:
-    d = GaugeMetricFamily(
-        "fabriclab_scrape_duration_seconds",
-        "Seconds this scrape took until this line (every series before it)",
-    )
-    d.add_metric([], took)
-    dd = GaugeMetricFamily(
-        "infiniband_exporter_collector_duration_seconds",
-        "Collector time duration.",
-        labels=["collector"],
-    )
-    for c in ("ibnetdiscover", "switch", "hca"):
-        dd.add_metric([c], took)
-    return [d, dd]
-
-
-class _Collected:
-    """Metric families for ``generate_latest`` (anything with ``collect``)."""
-
-    def __init__(self, fams: list):
-        self.fams = fams
-
-    def collect(self) -> list:
-        return self.fams
-
-
-def gzipped(chunks: Iterator[bytes], level: int = 1) -> Iterator[bytes]:
-    """``chunks`` as one gzip stream, each piece compressed on a second thread while the
-    next is written (zlib lets go of the GIL while it compresses)."""
-    z = zlib.compressobj(level, zlib.DEFLATED, 31)
-    with ThreadPoolExecutor(1, thread_name_prefix="metrics-gzip") as pool:
-        pending = None
-        for c in chunks:
-            nxt = pool.submit(z.compress, c)
-            if pending is not None and (out := pending.result()):
-                yield out
-            pending = nxt
-        if pending is not None and (out := pending.result()):
-            yield out
-    yield z.flush()
-
 
 def install(app: FastAPI, source: Source) -> None:
     """Add ``/metrics`` to ``app``."""
@@ -504,7 +306,8 @@ def install(app: FastAPI, source: Source) -> None:
         first = next(chunks)  # errors reading the fabric become answers, not torn streams
         body: Iterator[bytes] = _chain(first, chunks)
         headers = {}
-        if "gzip" in request.headers.get("accept-encoding", ""):
+        small = source.layout().port_count <= GZIP_MAX_PORTS
+        if small and "gzip" in request.headers.get("accept-encoding", ""):
             body = gzipped(body)
             headers["Content-Encoding"] = "gzip"
         return StreamingResponse(body, media_type=CONTENT_TYPE, headers=headers)
