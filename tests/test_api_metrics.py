@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 from collections import Counter
 
+import numpy as np
 import pytest
 from api_fabric import api_fabric
 from fastapi.testclient import TestClient
@@ -283,3 +284,20 @@ def test_a_fabric_gone_is_one_json_error_not_half_a_scrape(tmp_path):
     r = TestClient(app).get("/metrics")
     assert r.status_code == 503
     assert r.json() == {"error": "gone: the fabric is not up"}
+
+
+def test_text_writer_pieces():
+    labels = ['{a="1"} ', '{a="2"} ']
+    head = b"# HELP x h\n# TYPE x gauge\n"
+    f = metrics_text.family
+    assert f("x", "h", "gauge", labels, np.array([5e10, 5e10])) == (
+        head + b'x{a="1"} 5e+10\nx{a="2"} 5e+10\n'
+    )
+    assert f("x", "h", "gauge", labels, np.array([1, 2], dtype=np.uint64)) == (
+        head + b'x{a="1"} 1\nx{a="2"} 2\n'
+    )
+    assert f("x", "h", "gauge", labels, np.array([0.5, 2.0])) == (
+        head + b'x{a="1"} 0.5\nx{a="2"} 2.0\n'
+    )
+    assert f("x", "h", "gauge", [], np.array([], dtype=np.uint64)) == head
+    assert metrics_text.times4(np.array([1 << 62], dtype=np.uint64)) == [1 << 64]

@@ -31,7 +31,8 @@ from fabriclab.ib.packets import HEADER_WORDS
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-RULES = Path(__file__).parent / "fixtures" / "infiniband_exporter" / "infiniband.rules"
+FIXTURES = Path(__file__).parent / "fixtures" / "infiniband_exporter"
+RULES = FIXTURES / "infiniband.rules"
 MTU = 4096  # the lab's NDR links' path MTU
 RATE = 2_000_000_000  # the flow's payload, bytes per second
 LEAF = "LAB-IBLEAF-01"
@@ -74,6 +75,15 @@ def query(base: str, expr: str) -> list[dict]:
         ans = json.load(r)
     assert ans["status"] == "success", ans
     return ans["data"]["result"]
+
+
+def panel_queries(dashboard: str) -> dict[str, list[str]]:
+    """Each panel's queries in one of the exporter's Grafana dashboards."""
+    doc = json.loads((FIXTURES / dashboard).read_text())
+    return {
+        p["title"]: [t["expr"] for t in p.get("targets", []) if t.get("expr")]
+        for p in doc["panels"]
+    }
 
 
 def guid_of(lay, name: str, port: int) -> str:
@@ -168,6 +178,20 @@ def test_real_prometheus_scrapes_and_the_exporters_rules_work(tmp_path):
                 # the flow's rate)
                 assert rec and float(rec[0]["value"][1]) > 0
 
+                # the exporter's dashboards' queries: all answer; those of traffic show it
+                perf = panel_queries("grafana-ib-fabric-perf.json")
+                health = panel_queries("grafana-ib-fabric-health.json")
+                for exprs in [*perf.values(), *health.values()]:
+                    for e in exprs:
+                        query(base, e)  # (asserts success)
+                for title in (
+                    "Most active IB switches by bandwidth",
+                    "Most active IB links by bandwidth",
+                    "Most active IB switches by packet rate",
+                    "Most active IB links by packet rate",
+                ):
+                    assert query(base, perf[title][0]), title
+
                 # a link taken down: in the state series within one scrape
                 leaf = guid_of(lay, LEAF, 5)
                 state = f'fabriclab_port_state_id{{guid="{leaf}",port="5"}}'
@@ -178,6 +202,12 @@ def test_real_prometheus_scrapes_and_the_exporters_rules_work(tmp_path):
                 wait_for(lambda: float(query(base, state)[0]["value"][1]) == 1, 10, "Down")
                 # the next scrape (<= 1 s away) carries it; a scrape and a query besides
                 assert time.monotonic() - t0 < 2.5
+                # and the health dashboard's "IB switch port link down" panel shows it
+                (down,) = health["IB switch port link down"]
+                shown = wait_for(lambda: query(base, down), 10, "the link-down panel")
+                assert {(s["metric"]["switch"], s["metric"]["port"]) for s in shown} == {
+                    (lay.nodes["desc"][lay.nodes["name"].index(LEAF)], "5")
+                }
         finally:
             ticker.stop.set()
             if ticker.thread.is_alive():

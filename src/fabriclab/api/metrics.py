@@ -21,7 +21,7 @@ from fastapi.responses import StreamingResponse
 
 from . import metrics_small
 from .metrics_events import EventCounter
-from .metrics_text import escape, family, family_chunks, go_floats, gzipped, times4
+from .metrics_text import escape, family, family_chunks, gzipped, times4
 from .source import Source
 from .view import Layout, State
 
@@ -119,14 +119,14 @@ class Ports:
         self._info_lids: np.ndarray | None = None
         self._info: bytes = b""
 
-    def rates(self, state: State, rows: np.ndarray) -> tuple[list[str], list[str]]:
+    def rates(self, state: State, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The effective and raw rates (bytes/s) of ``rows`` as the exporter reckons
         them: the trained width x the lane rate of the trained speed."""
         lanes = state.col("lanes")[rows].astype(np.int64)
         lanes = np.where(lanes > 0, lanes, self.cabled_lanes[rows])
         speed = state.col("speed")[rows].astype(np.int64)
         speed = np.where(speed > 0, speed, self.cabled_speed[rows])
-        return go_floats(lanes * self.lane_eff[speed]), go_floats(lanes * self.lane_raw[speed])
+        return lanes * self.lane_eff[speed], lanes * self.lane_raw[speed]
 
     def info(self, state: State) -> bytes:
         """The info families (their labels carry LIDs: made again when a LID moves)."""
@@ -250,14 +250,14 @@ class Metrics:
                     values,
                 )
         eff, raw = p.rates(state, p.sw)
-        yield family(
+        yield from family_chunks(
             "infiniband_switch_port_rate_bytes_per_second",
             "Infiniband switch port rate",
             "gauge",
             p.sw_labels,
             eff,
         )
-        yield family(
+        yield from family_chunks(
             "infiniband_switch_port_raw_rate_bytes_per_second",
             "Infiniband switch port raw rate",
             "gauge",
@@ -265,16 +265,19 @@ class Metrics:
             raw,
         )
         eff, raw = p.rates(state, p.ca)
-        yield family(
+        yield from family_chunks(
             "infiniband_hca_rate_bytes_per_second", "Infiniband HCA rate", "gauge", p.ca_guid, eff
         )
-        yield family(
+        yield from family_chunks(
             "infiniband_hca_raw_rate_bytes_per_second",
             "Infiniband HCA raw rate",
             "gauge",
             p.ca_guid,
             raw,
         )
+        # node_exporter's numbering: the number sysfs's state and phys_state files start
+        # with ("4: ACTIVE", "5: LinkUp"; prometheus/procfs sysfs/class_infiniband.go
+        # parseState), which are PortInfo's LinkState and PhysLinkState (IBA 14.2.5.6)
         yield from family_chunks(
             "fabriclab_port_state_id",
             "A port's logical state, numbered as node_exporter's node_infiniband_state_id "

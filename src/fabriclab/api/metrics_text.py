@@ -33,16 +33,20 @@ def family_chunks(
     name: str, help_: str, kind: str, labels: list[str], values: Iterable | np.ndarray
 ) -> Iterator[bytes]:
     """:func:`family` in pieces of at most :data:`CHUNK` samples (so that a scrape holds
-    one piece at a time); a piece of zeros (most error counters) is one join."""
+    one piece at a time); a piece of one value throughout (an error counter's zeros,
+    Active ports, links of one rate) is one join.  Floats are written as Go writes them."""
     yield f"# HELP {name} {help_}\n# TYPE {name} {kind}\n".encode()
     if isinstance(values, np.ndarray):
+        floats = values.dtype.kind == "f"
         for i in range(0, len(labels), CHUNK):
             part = values[i : i + CHUNK]
             lab = labels[i : i + CHUNK]
-            if not part.any():
-                yield (name + ("0\n" + name).join(lab) + "0\n").encode()
+            if part.size and (part == part[0]).all():
+                v = part[0].item()
+                text = floatToGoString(v) if floats else str(v)
+                yield (name + (text + "\n" + name).join(lab) + text + "\n").encode()
             else:
-                yield _lines(name, lab, part.tolist())
+                yield _lines(name, lab, go_floats(part) if floats else part.tolist())
         return
     values = list(values)
     for i in range(0, len(labels), CHUNK):
