@@ -6,6 +6,7 @@ counters, and the whole output parsed by prometheus_client's own parser."""
 from __future__ import annotations
 
 import gzip
+import socket
 from collections import Counter
 
 import numpy as np
@@ -13,12 +14,19 @@ import pytest
 from api_fabric import api_fabric
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from simclient import dr_smp
 
 from fabriclab.api import metrics, metrics_small, metrics_text
 from fabriclab.api.app import make_app
 from fabriclab.api.source import FabricUnavailable, Source
 from fabriclab.errors import Problem
+from fabriclab.ib import simwire
+from fabriclab.ib.mad.consts import Attr
+from fabriclab.model.build import build
 from fabriclab.sim.live.faults.options import KINDS
+from fabriclab.sim.wire.client import Client
+from fabriclab.sim.wire.server import FabricServer
+from fabriclab.spec.load import load_spec
 
 LEAF = "LAB-IBLEAF-01"
 # collectors/switch.go and hca.go: the per-port counter series (after
@@ -301,3 +309,29 @@ def test_text_writer_pieces():
     )
     assert f("x", "h", "gauge", [], np.array([], dtype=np.uint64)) == head
     assert metrics_text.times4(np.array([1 << 62], dtype=np.uint64)) == [1 << 64]
+
+
+def test_mads_counted_by_class_and_method():
+    # a directed-route SMP (class 0x81) Get (0x01) to the server, as tests/test_dispatch
+    # sends one; the server answers it (a GetResp back to the client, not counted: sent)
+    lab = build(load_spec("lab"))
+    srv = FabricServer(lab.fabric, "unused")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        ours.setblocking(False)
+        theirs.settimeout(0)
+        node = srv.sim.node_of(lab.fabric.find("sched-worker1 mlx5_0"))
+        cl = Client(0, 1000, node.ports[1], 0, False, "w1", ours)
+        srv.transport.attach(cl)
+        for _ in range(2):
+            mad = dr_smp(Attr.NODE_INFO, [1], tid=7).ljust(256, b"\0")
+            theirs.send(simwire.request(0xFFFF, 0, mad))
+            srv.transport.receive(cl)
+        stats = srv.stats.to_json()
+    finally:
+        srv.close()
+        theirs.close()
+    assert stats["classes"] == [{"class": "0x81", "method": "0x01", "mads": 2}]
+    text = metrics_small.text(metrics_small.server_families(stats)).decode()
+    assert 'fabriclab_server_mads_by_class_total{class="0x81",method="0x01"} 2.0' in text
+    assert "fabriclab_server_mads_total 2.0" in text

@@ -82,6 +82,15 @@ def server_families(stats: dict) -> list:
     fams = [mads, out]
     for k in MAD_OUTCOMES:
         out.add_metric([k], stats.get(k, 0))
+    by = CounterMetricFamily(
+        "fabriclab_server_mads_by_class",
+        "MADs the fabric server received, by management class and method (hex, as the "
+        "MAD header carries them; a response's method with its R bit)",
+        labels=["class", "method"],
+    )
+    for c in stats.get("classes", []):
+        by.add_metric([str(c["class"]), str(c["method"])], c["mads"])
+    fams.append(by)
     for k, v in stats.items():
         if k in MAD_OUTCOMES or k == "mads" or not isinstance(v, int | float):
             continue

@@ -4,7 +4,6 @@ it names (the socket itself is :mod:`..run.admin`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -102,7 +101,7 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "nvidia-smi": lambda live, r: {"text": live.nvidia_smi(r.tray, r.args)},
     "topology-inputs": lambda live, r: live.topology_inputs(r.from_ or None),
     # what the server counted: MADs, answers, forwards, ...
-    "stats": lambda live, _r: dataclasses.asdict(live.server.stats),
+    "stats": lambda live, _r: live.server.stats.to_json(),
     "tray": _tray,
     "locate": _locate,
     "traffic": lambda live, r: live.traffic_request(r.verb, r.args, r.options.given()),

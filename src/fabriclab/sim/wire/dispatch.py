@@ -89,6 +89,9 @@ class Dispatch:
         (base, mclass, resp, method, tid, attr, mod, d, hop_ptr, hops, dr_slid, dr_dlid) = (
             self.header()
         )
+        by = stats.classes
+        k = mclass << 8 | method | resp << 7
+        by[k] = by.get(k, 0) + 1
         if self.trace:
             log.debug(
                 "client %d: class 0x%02x method 0x%02x%s attr 0x%04x mod 0x%x dlid %d "

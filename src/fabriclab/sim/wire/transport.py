@@ -26,7 +26,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from ...ib import simwire
 from . import procfs
@@ -63,6 +63,18 @@ class Stats:
     outsiders: int = 0  # remote mode: datagrams from outside the allowed networks
     failed: int = 0  # control requests whose handling failed (answered with an error)
     unsent: int = 0  # datagrams to clients that could not be sent (not reading, gone)
+    # MADs received by management class and method (the method's R bit included), keyed
+    # class << 8 | method: every MAD whose header was read (not the wrong-sized ones)
+    classes: dict[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The counts as the admin op ``stats`` answers them (docs/protocol.md)."""
+        out = asdict(self)
+        out["classes"] = [
+            {"class": f"0x{k >> 8:02x}", "method": f"0x{k & 0xFF:02x}", "mads": n}
+            for k, n in sorted(self.classes.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        return out
 
 
 def show_address(addr) -> str:
