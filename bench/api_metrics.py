@@ -98,9 +98,23 @@ def main() -> None:
         api = Source(f.source.name, send, f.source.events_path)
         m = Metrics(api)
         answers["watch"] = server_send({"op": "watch", "part": "state"})
-        _, t_labels, _ = peak(m.ports)
-        consume(m.scrape())
-        print(f"label strings, made once per layout: {t_labels:.2f} s")
+        gc.collect()
+        rss0 = status_kb("VmRSS")
+        _, t_layout, _ = peak(api.layout)
+        gc.collect()
+        print(
+            f"layout read by the API's Source (shared with its other parts): {t_layout:.2f} s, "
+            f"{(status_kb('VmRSS') - rss0) / 1024:.0f} MB kept"
+        )
+        rss0 = status_kb("VmRSS")
+        _, t_first, mb_first = peak(lambda: consume(m.scrape()))
+        gc.collect()
+        kept = (status_kb("VmRSS") - rss0) / 1024
+        print(
+            f"first scrape (labels, info series and the state made or read): "
+            f"{t_first:.2f} s (cpu {t_first.cpu:.2f}), +{mb_first:.0f} MB peak, "
+            f"{kept:.0f} MB kept"
+        )
         rows: dict[str, list[float]] = {}
         whole = Metrics(f.source)  # server and API in turn, as in one process
         consume(whole.scrape())

@@ -335,3 +335,9 @@ def test_mads_counted_by_class_and_method():
     text = metrics_small.text(metrics_small.server_families(stats)).decode()
     assert 'fabriclab_server_mads_by_class_total{class="0x81",method="0x01"} 2.0' in text
     assert "fabriclab_server_mads_total 2.0" in text
+
+
+def test_openapi_states_the_text_format_and_the_error(fab):
+    doc = fab.app().openapi()["paths"]["/metrics"]["get"]["responses"]
+    assert set(doc["200"]["content"]) == {"text/plain"}
+    assert "error" in doc["503"]["content"]["application/json"]["schema"]["properties"]

@@ -302,7 +302,28 @@ def install(app: FastAPI, source: Source) -> None:
     m = Metrics(source)
     app.state.metrics = m
 
-    @app.get("/metrics", tags=["metrics"], response_class=StreamingResponse)
+    error = {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}},
+                "required": ["error"],
+            }
+        }
+    }
+
+    @app.get(
+        "/metrics",
+        tags=["metrics"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "Prometheus's text format, version 0.0.4",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            503: {"description": "The fabric is not up", "content": error},
+        },
+    )
     def metrics(request: Request) -> StreamingResponse:
         """The whole fabric in Prometheus's text format (0.0.4), gzipped when asked."""
         chunks = m.scrape()
