@@ -58,7 +58,11 @@ def install(app: FastAPI) -> None:
     async def _invalid(_req: Request, e: RequestValidationError):
         errs = e.errors()
         first = errs[0] if errs else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        if first.get("type") == "json_invalid":
+            why = (first.get("ctx") or {}).get("error", "")
+            return answer(400, f"request body: not valid JSON{f' ({why})' if why else ''}")
+        loc = [str(p) for p in first.get("loc", ())]
+        where = ".".join(loc[1:] if loc[:1] == ["body"] else loc) or "request body"
         return answer(422, f"{where}: {first.get('msg', 'invalid')}")
 
     @app.exception_handler(StarletteHTTPException)
