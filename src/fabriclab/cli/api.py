@@ -32,7 +32,7 @@ def api(
     listen: str = ListenOpt,
     credentials: str | None = CredentialsOpt,
     fabric_pid: int | None = typer.Option(
-        None, "--fabric-pid", hidden=True, help="Stop when this process (the fabric's) ends."
+        None, "--fabric-pid", metavar="PID", help="Stop when process PID (the fabric's) ends."
     ),
 ) -> None:
     """Serve a running fabric over HTTP until Ctrl-C: /metrics (infiniband_exporter's
