@@ -5,6 +5,7 @@ the record other commands find it by, uvicorn until a signal."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -58,11 +59,19 @@ def serve(
         threading.Thread(target=_follow, args=(server, fabric_pid), daemon=True).start()
     apirecord.save(name, url, os.getpid(), auth.required)
     say(f"fabric {name!r} seen from above at {url} (metrics, /ufmRest, /api/v1, the page)")
+    # uvicorn stops on SIGTERM and SIGINT, then raises the signal again against the
+    # handler it found: this one, so that the record is removed below rather than the
+    # process killed outright
+    signal.signal(signal.SIGTERM, _exit)
     try:
         server.run(sockets=[sock])
     finally:
         apirecord.remove(name, os.getpid())
         sock.close()
+
+
+def _exit(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _follow(server, pid: int) -> None:
