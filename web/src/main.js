@@ -5,7 +5,7 @@ import cytoscape from "cytoscape";
 
 const FEED_MAX = 500; // events kept in the feed (the count above it says how many came)
 const $ = (id) => document.getElementById(id);
-const page = { view: "auto", focus: null, cy: null, drawn: null, events: 0, graph: null };
+const page = { view: "auto", focus: null, cy: null, drawn: null, events: 0, graph: null, panel: 0 };
 window.fabriclab = page; // for tests and benchmarks: page.cy, page.drawn (ms after navigation)
 
 const STYLE = [
@@ -27,10 +27,10 @@ const STYLE = [
     width: "mapData(count, 1, 64, 1.2, 8)", opacity: 0.85,
     "line-color": "mapData(util, 0, 1, #b7c3d0, #3b1f8f)" } },
   { selector: 'edge[status="degraded"]', style: { "line-color": "#f0a202", width: 3, "z-index": 5 } },
-  { selector: 'edge[status="down"]', style: { "line-color": "#d62728", width: 3, "z-index": 9 } },
+  { selector: 'edge[status="down"]', style: { "line-color": "#d62728", width: 4, "z-index": 9 } },
   { selector: "edge[fault > 0]", style: { "line-style": "dashed", "curve-style": "straight" } },
-  { selector: "edge:selected", style: { "overlay-color": "#f0a202", "overlay-opacity": 0.35,
-    "overlay-padding": 4 } },
+  { selector: "edge:selected", style: { "overlay-color": "#1f77b4", "overlay-opacity": 0.18,
+    "overlay-padding": 5 } },
 ];
 
 function showError(msg) {
@@ -117,16 +117,14 @@ function go(view, focus) {
 function tapNode(n) {
   const d = n.data();
   if (d.drill) return go(d.drill.view, d.drill.focus);
-  const det = $("detail");
-  det.innerHTML = "";
-  det.append(h("h2", {}, d.label));
+  page.panel += 1;
   const t = h("table");
   for (const [k, v] of Object.entries({ kind: d.kind, role: d.role, tier: d.tier, guid: d.guid }))
     if (v !== undefined) t.append(h("tr", {}, h("td", {}, k), h("td", {}, String(v))));
-  det.append(t);
   const links = n.connectedEdges();
   const down = links.filter('[status="down"]').length;
-  det.append(h("p", {}, `${links.length} drawn links, ${down} down`));
+  $("detail").replaceChildren(h("h2", {}, d.label), t,
+    h("p", {}, `${links.length} drawn links, ${down} down`));
 }
 
 function h(tag, attrs = {}, ...kids) {
@@ -138,30 +136,30 @@ function h(tag, attrs = {}, ...kids) {
 
 async function showLink(edge) {
   const d = edge.data();
-  const det = $("detail");
-  det.innerHTML = "";
+  const token = ++page.panel; // a later click wins over this one's slower answers
+  const parts = [];
   if (!d.ports) {
-    det.append(h("h2", {}, `${d.count} links`),
+    parts.push(h("h2", {}, `${d.count} links`),
       h("p", {}, `${d.down} down, ${d.fault} held by faults, busiest ${(d.util * 100).toFixed(1)} %`),
       h("p", { class: "hint" }, "Open a group to see its links one by one."));
-    return;
-  }
-  det.append(h("h2", { id: "link-name" }, d.ends.join(" — ")),
-    h("p", {}, "status ", h("span", { id: "link-status", class: `status-${d.status}` }, d.status),
-      `, utilisation ${(d.util * 100).toFixed(1)} %`, d.fault ? ", held by a fault" : ""));
-  const fail = h("button", { id: "fail" }, "Fail link");
-  const restore = h("button", { id: "restore" }, "Restore link");
-  fail.onclick = () => act("api/v1/faults", { kind: "down", target: d.ends[0] });
-  restore.onclick = () => act("api/v1/faults/up", { target: d.ends[0] });
-  det.append(h("div", { class: "actions" }, fail, restore));
-  for (const name of d.ports) {
-    try {
-      const p = await getJSON(`api/v1/ports/${encodeURIComponent(name)}`);
-      det.append(portTable(p));
-    } catch (e) {
-      det.append(h("p", { class: "status-down" }, `${name}: ${e.message}`));
+  } else {
+    parts.push(h("h2", { id: "link-name" }, d.ends.join(" — ")),
+      h("p", {}, "status ", h("span", { id: "link-status", class: `status-${d.status}` }, d.status),
+        `, utilisation ${(d.util * 100).toFixed(1)} %`, d.fault ? ", held by a fault" : ""));
+    const fail = h("button", { id: "fail" }, "Fail link");
+    const restore = h("button", { id: "restore" }, "Restore link");
+    fail.onclick = () => act("api/v1/faults", { kind: "down", target: d.ends[0] });
+    restore.onclick = () => act("api/v1/faults/up", { target: d.ends[0] });
+    parts.push(h("div", { class: "actions" }, fail, restore));
+    for (const name of d.ports) {
+      try {
+        parts.push(portTable(await getJSON(`api/v1/ports/${encodeURIComponent(name)}`)));
+      } catch (e) {
+        parts.push(h("p", { class: "status-down" }, `${name}: ${e.message}`));
+      }
     }
   }
+  if (token === page.panel) $("detail").replaceChildren(...parts);
 }
 
 function portTable(p) {
@@ -205,22 +203,22 @@ let refreshing = null;
 function patchLinks(msg) {
   const cy = page.cy;
   if (!cy) return;
-  let missed = !!msg.reload;
+  const sel = cy.$("edge:selected");
+  let mine = false;
   cy.batch(() => {
     for (const [row, [status, fault, util]] of Object.entries(msg.links || {})) {
       const el = cy.getElementById(`l${row}`);
       if (el.nonempty()) el.data({ status, fault, util });
-      else missed = true;
+      if (sel.nonempty() && sel.id() === `l${row}`) mine = true;
     }
   });
-  if (missed && !refreshing)
-    refreshing = setTimeout(() => { refreshing = null; refresh().catch((e) => showError(e.message)); }, 300);
-  const sel = cy.$("edge:selected");
-  if (sel.nonempty() && $("link-status")) {
-    const s = sel.data("status");
-    $("link-status").textContent = s;
-    $("link-status").className = `status-${s}`;
-  }
+  if (mine) showLink(sel[0]); // its ports' states and counters again
+  // the aggregates, the counts and anything not drawn as one cable: from the server
+  if (!refreshing)
+    refreshing = setTimeout(() => {
+      refreshing = null;
+      refresh().catch((e) => showError(e.message));
+    }, msg.reload ? 100 : 1000);
 }
 
 function listen() {
