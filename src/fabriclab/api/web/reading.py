@@ -6,15 +6,19 @@ and one port's state and counters."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from ..errors import ApiError
 from ..source import Source
-from ..view import speed_token, width_token
+from ..view import State, speed_token, width_token
 from .graph import Topo
 from .meter import Links, Meter
 
-STATE_MAX_AGE = 0.25  # seconds a state reading serves every request and stream
+STATE_MAX_AGE = 0.25  # seconds a state reading serves every request and stream, at least
+READ_SHARE = 0.2  # at most this share of the time reading the state (a large fabric's
+# reading takes the server's loop a while: 0.3-0.5 s at 8,192 trays): a reading then
+# serves for 1 / READ_SHARE times as long as it took
 # PortInfo PortState and PortPhysicalState names (IBA vol 1, 14.2.5.6 table 146), in the
 # form UFM's port records give them (ufm_sdk_3.0 topoparse parse_utils.py)
 LOGICAL = {1: "Down", 2: "Initialize", 3: "Armed", 4: "Active"}
@@ -37,6 +41,7 @@ class Reading:
         self._lock = threading.Lock()
         self._topo: Topo | None = None
         self._meter: Meter | None = None
+        self._cost = 0.0  # seconds the last reading of the state took
 
     def current(self) -> tuple[Topo, Links]:
         """The topology and the links now."""
@@ -46,7 +51,15 @@ class Reading:
                 self._topo, self._meter = Topo(layout), Meter(layout)
             topo, meter = self._topo, self._meter
         assert meter is not None
-        return topo, meter.links(self.source.state(STATE_MAX_AGE))
+        return topo, meter.links(self.state())
+
+    def state(self) -> State:
+        """The fabric's state, read again only when the last reading is old enough."""
+        t = time.monotonic()
+        s = self.source.state(max(STATE_MAX_AGE, self._cost / READ_SHARE))
+        if s.taken >= t:  # read now, not cached
+            self._cost = time.monotonic() - t
+        return s
 
     def port(self, name: str) -> dict[str, Any]:
         """Port ``<guid>_<port>``: where it is, its states, rate, utilisation and
@@ -56,7 +69,7 @@ class Reading:
         row = lay.row_by_name.get(name.lower().removeprefix("0x"))
         if row is None:
             raise ApiError(404, f"port {name!r}: no such port (want <node guid>_<port>)")
-        state = self.source.state(STATE_MAX_AGE)
+        state = self.state()
         node = lay.ports["node"][row]
         peer = int(lay.ports["peer"][row])
         counters = {c: state.value(row, c) for c in lay.doc["counters"]}
