@@ -27,6 +27,20 @@ NOT_BUILT = (
 )
 
 
+class ErrorOut(BaseModel):
+    """Every error answer: a one-line message."""
+
+    error: str
+
+
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {"model": ErrorOut, "description": "the fabric is not up"}
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "no such thing"}
+}
+
+
 class Graph(BaseModel):
     """The fabric as the page draws it (cytoscape.js elements' data, with positions)."""
 
@@ -80,7 +94,12 @@ def install(app: FastAPI, source: Source) -> None:
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
-    @app.get("/api/v1/graph", response_model=Graph, tags=["web view"])
+    @app.get(
+        "/api/v1/graph",
+        response_model=Graph,
+        tags=["web view"],
+        responses={**NOT_FOUND, **UNAVAILABLE},
+    )
     def get_graph(
         view: Literal["auto", "full", "summary", "pods"] = Query(
             "auto",
@@ -96,7 +115,12 @@ def install(app: FastAPI, source: Source) -> None:
         topo, links = reading.current()
         return graph(topo, links, view, focus)
 
-    @app.get("/api/v1/ports/{name}", response_model=Port, tags=["web view"])
+    @app.get(
+        "/api/v1/ports/{name}",
+        response_model=Port,
+        tags=["web view"],
+        responses={**NOT_FOUND, **UNAVAILABLE},
+    )
     def get_port(name: str) -> dict:
         """Port ``<node guid>_<port number>``: its state, utilisation and counters."""
         return reading.port(name)
@@ -105,7 +129,7 @@ def install(app: FastAPI, source: Source) -> None:
         "/api/v1/events/stream",
         tags=["web view"],
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={200: {"content": {"text/event-stream": {}}}, **UNAVAILABLE},
     )
     async def events_stream(
         request: Request,

@@ -4,7 +4,7 @@ their minimal form, only when the app has no such routes yet (:mod:`..own` owns 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
@@ -15,7 +15,7 @@ from ..source import Source
 class FaultIn(BaseModel):
     """A fault to put on the fabric (docs/protocol.md, ``fault``)."""
 
-    kind: str = Field(max_length=40)
+    kind: Literal["down", "flap", "degrade", "errors", "drop", "nvlink"]
     target: str = Field(max_length=400)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -32,12 +32,16 @@ def install(app: FastAPI, source: Source) -> None:
     if "/api/v1/faults" in have:
         return
 
-    @app.post("/api/v1/faults", status_code=201, tags=["faults"])
+    bad: dict[int | str, dict[str, Any]] = {
+        400: {"description": "the fabric refused it (one-line error)"}
+    }
+
+    @app.post("/api/v1/faults", status_code=201, tags=["faults"], responses=bad)
     def add_fault(body: FaultIn) -> dict[str, Any]:
         """Put a fault on the fabric; the fault record."""
         return source.request("fault", kind=body.kind, target=body.target, options=body.options)
 
-    @app.post("/api/v1/faults/up", tags=["faults"])
+    @app.post("/api/v1/faults/up", tags=["faults"], responses=bad)
     def bring_up(body: UpIn) -> dict[str, Any]:
         """Bring ``target`` up: the ids of the faults cleared."""
         return source.request("fault", kind="up", target=body.target)
