@@ -96,6 +96,10 @@ def test_large_fabric_is_summarised_into_pods(tmp_path):
         pods = [n for n in g["nodes"] if n["kind"] == "pod"]
         # every switch below the top tier is in one pod, every HCA under one
         assert sum(n["count"] for n in pods) == int((lay.node_switch & (lay.node_tier < 3)).sum())
+        # the top tier by plane: several groups, every top switch in one, alike in size
+        planes = [n["count"] for n in g["nodes"] if n["kind"] == "group"]
+        assert len(planes) > 1 and len(set(planes)) == 1
+        assert sum(planes) == int((lay.node_tier == 3).sum())
         opened = _graph(f, "pods", pods[0]["drill"]["focus"])
         kinds = [n["kind"] for n in opened["nodes"]]
         assert kinds.count("pod") == len(pods) - 1

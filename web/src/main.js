@@ -21,7 +21,8 @@ const STYLE = [
     "font-size": 11, padding: 6 } },
   { selector: 'node[kind="hosts"], node[kind="pod"], node[kind="group"]', style: {
     shape: "barrel", width: "mapData(count, 1, 600, 24, 60)", height: 22,
-    "background-color": "#8fa6bf", "border-width": 1, "border-color": "#3e6aa0" } },
+    "background-color": "#8fa6bf", "border-width": 1, "border-color": "#3e6aa0",
+    "font-size": 16, "min-zoomed-font-size": 4, "text-rotation": -0.7, "text-halign": "left" } },
   { selector: "node:selected", style: { "border-width": 3, "border-color": "#f0a202" } },
   { selector: "edge", style: { "curve-style": "haystack", "haystack-radius": 0,
     width: "mapData(count, 1, 64, 1.2, 8)", opacity: 0.85,
@@ -119,7 +120,8 @@ function tapNode(n) {
   if (d.drill) return go(d.drill.view, d.drill.focus);
   page.panel += 1;
   const t = h("table");
-  for (const [k, v] of Object.entries({ kind: d.kind, role: d.role, tier: d.tier, guid: d.guid }))
+  const about = { kind: d.kind, role: d.role, tier: d.tier, guid: d.guid, members: d.detail };
+  for (const [k, v] of Object.entries(about))
     if (v !== undefined) t.append(h("tr", {}, h("td", {}, k), h("td", {}, String(v))));
   const links = n.connectedEdges();
   const down = links.filter('[status="down"]').length;

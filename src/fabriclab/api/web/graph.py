@@ -29,6 +29,7 @@ from .meter import STATUS, Links
 VIEWS = ("auto", "full", "summary", "pods")
 FULL_MAX_EDGES = 5000  # auto: the full view up to this many cables
 SUMMARY_MAX_EDGES = 6000  # auto: the summary up to this many edges, else pods
+TOP_GROUPS_MAX = 64  # pods view: the top tier in at most this many groups by plane
 X_GAP = 40.0  # pixels between neighbours in the widest row
 Y_GAP = 400.0  # pixels between tiers
 
@@ -90,15 +91,26 @@ class Topo:
         roots = np.asarray([find(i) for i in range(lay.node_count)])
         pod = np.full(lay.node_count, -1, dtype=np.int64)
         _, pod[low] = np.unique(roots[low], return_inverse=True)
-        group = np.full(lay.node_count, -1, dtype=np.int64)
+        # the top tier by plane: the switches reaching the same places (the same rank of
+        # switch, in node order, within each pod) are one group; by the pods they reach
+        # when that makes too many
+        rank = np.full(lay.node_count, -1, dtype=np.int64)
+        for p in range(int(pod.max()) + 1 if low.any() else 0):
+            for t in np.unique(lay.node_tier[pod == p]).tolist():
+                members = np.nonzero((pod == p) & (lay.node_tier == t))[0]
+                rank[members] = np.arange(len(members))
         top = lay.node_switch & (lay.node_tier == self.top)
+        planes: dict[int, set[int]] = {int(i): set() for i in np.nonzero(top)[0]}
         reach: dict[int, set[int]] = {int(i): set() for i in np.nonzero(top)[0]}
         for x, y in ((self.na, self.nb), (self.nb, self.na)):
             s = top[x] & low[y]
-            for t, p in zip(x[s].tolist(), pod[y[s]].tolist(), strict=True):
+            for t, p, r in zip(x[s].tolist(), pod[y[s]].tolist(), rank[y[s]].tolist(), strict=True):
                 reach[t].add(p)
+                planes[t].add(r)
+        by = planes if len({frozenset(v) for v in planes.values()}) <= TOP_GROUPS_MAX else reach
+        group = np.full(lay.node_count, -1, dtype=np.int64)
         keys: dict[frozenset[int], int] = {}
-        for t, ps in reach.items():
+        for t, ps in by.items():
             group[t] = keys.setdefault(frozenset(ps), len(keys))
         return pod, group
 
@@ -264,7 +276,8 @@ def _pods(topo: Topo, focus: str | None) -> _Group:
         g.nodes.append(
             {
                 "id": f"p{p}",
-                "label": f"pod-{p}: {len(members)} switches, {len(mine)} HCAs",
+                "label": f"pod-{p}",
+                "detail": f"{len(members)} switches, {len(mine)} HCAs",
                 "kind": "pod",
                 "tier": 1,
                 "count": len(members),
@@ -278,7 +291,8 @@ def _pods(topo: Topo, focus: str | None) -> _Group:
         g.nodes.append(
             {
                 "id": f"c{k}",
-                "label": f"{len(members)} {lay.nodes['role'][int(members[0])]} switches",
+                "label": f"plane {k}",
+                "detail": f"{len(members)} {lay.nodes['role'][int(members[0])]} switches",
                 "kind": "group",
                 "tier": topo.top,
                 "count": len(members),
