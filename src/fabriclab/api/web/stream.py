@@ -64,7 +64,7 @@ async def feed(
             for ev in await asyncio.to_thread(source.events, since):
                 since = int(ev["id"])
                 out.append(frame("fabric", ev, since))
-        _topo, links = await asyncio.to_thread(reading.current)
+        topo, links = await asyncio.to_thread(reading.current)
         util = np.round(links.util / UTIL_STEP).astype(np.int32)
         cur = (links.status, links.fault, util)
         if last is not None and last[0].shape == cur[0].shape:
@@ -72,7 +72,7 @@ async def feed(
             if len(changed) > CHANGES_MAX:
                 out.append(frame("links", {"now": links.now, "reload": True}))
             elif len(changed):
-                rows = _topo.layout.links[changed, 0].tolist()
+                rows = topo.layout.links[changed, 0].tolist()
                 out.append(
                     frame("links", {"now": links.now, "links": _changes(links, changed, rows)})
                 )
