@@ -126,6 +126,12 @@ def test_link_state_and_utilisation_from_two_readings(tmp_path):
         red = [e for e in g["edges"] if e["status"] == "down"]
         assert [e["ends"][0] for e in red] == ["LAB-IBLEAF-01[5]"]
         assert red[0]["fault"] == 1 and g["counts"]["down"] == 1
+        # a link retrained narrower is degraded (amber), not down
+        f.live.up("LAB-IBLEAF-01[5]")
+        f.live.fault("degrade", "LAB-IBLEAF-01[6]", width="2x")
+        g = graph(topo, meter.links(f.source.state()), "full")
+        marked = {e["ends"][0]: e["status"] for e in g["edges"] if e["status"] != "up"}
+        assert marked == {"LAB-IBLEAF-01[6]": "degraded"}
 
 
 def test_routes_ports_stream_and_errors(su):
