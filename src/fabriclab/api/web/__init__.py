@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ..errors import ApiError
 from ..source import Source
-from . import actions, stream
+from . import stream
 from .graph import graph
 from .reading import Reading
 
@@ -150,7 +150,6 @@ def install(app: FastAPI, source: Source) -> None:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    actions.install(app, source)
 
 
 async def _check(reading: Reading) -> None:
