@@ -151,7 +151,6 @@ def install(app: FastAPI, source: Source) -> None:
         )
 
 
-
 async def _check(reading: Reading) -> None:
     """Fail before the stream starts when the fabric cannot be read."""
     await asyncio.to_thread(reading.current)
