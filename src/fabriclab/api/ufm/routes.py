@@ -21,6 +21,7 @@ from .records import Records
 
 UFM_VERSION = "6.14.5-2"  # the release the subset follows (NVIDIA "Version REST API")
 JSON = "application/json"
+STATE_MAX_AGE = 1.0  # seconds a state read serves later requests
 Flag = Annotated[bool | None, Query()]
 Name = Annotated[str | None, Query(max_length=256)]
 
@@ -85,7 +86,7 @@ class Ufm:
     def now(self):
         """The records, the state (at most a second old) and the faults in force."""
         rec = self.records()
-        return rec, self.source.state(max_age=1.0), self.source.request("faults")
+        return rec, self.source.state(max_age=STATE_MAX_AGE), self.source.request("faults")
 
     def cached(self, what: str, key: Any, make: Callable[[], str]) -> str:
         hit = self._cache.get(what)
