@@ -39,6 +39,7 @@ LOGICAL = ("N/A", "Down", "Initialize", "Armed", "Active")
 SEVERITIES = ("Info", "Warning", "Minor", "Critical")
 INFO, WARNING, MINOR, CRITICAL = range(4)
 ACTIVE = 4  # PortInfo PortState Active
+LINK_UP = 5  # PortInfo PhysLinkState LinkUp
 # what each fault kind makes of the ports it holds (the state shows a link down anyway)
 FAULT_SEVERITY = {"errors": WARNING, "drop": WARNING, "flap": WARNING, "degrade": MINOR}
 UFM_ROLE = {"leaf": "tor", "spine": "core", "core": "core", "hca": "endpoint"}
@@ -147,11 +148,13 @@ class Records:
 
     def severity(self, state: State, faults: list[dict]) -> np.ndarray:
         """Each port row's severity (an index into SEVERITIES): Critical for a cabled
-        port that is not Active, Minor for a link retrained narrower or slower, the
+        port whose link is not up, Warning for one up but not Active, Minor for a link retrained narrower or slower, the
         fault's for the ports under an errors, drop or flap fault, else Info."""
         L = self.layout
         sev = np.zeros(L.port_count, dtype=np.int8)
-        sev[(L.port_peer >= 0) & (state.col("state") != ACTIVE)] = CRITICAL
+        cabled = L.port_peer >= 0
+        sev[cabled & (state.col("state") != ACTIVE)] = WARNING  # up, not yet swept Active
+        sev[cabled & (state.col("phys") != LINK_UP)] = CRITICAL
         degraded = (state.col("lanes") != 0) | (state.col("speed") != 0)
         sev[degraded] = np.maximum(sev[degraded], MINOR)
         for f in faults:
@@ -303,7 +306,9 @@ class Records:
             i = nodes[0]
             sw = n["kind"][i] == "switch"
             rows = [r for j in nodes for r in L.rows_of(j) if L.ports["num"][r]]
-            speeds = sorted({L.ports["speed"][r] for r in rows if L.ports["speed"][r]})
+            speeds = sorted(
+                {L.ports["speed"][r] for r in rows if L.ports["speed"][r]}, key=L.speeds.index
+            )
             model = _switch_model(n["desc"][i], n["model"][i]) if sw else _ca_model(n["model"][i])
             out[g] = {
                 "guid": g,
