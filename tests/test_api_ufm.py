@@ -326,7 +326,7 @@ def test_events_filters_and_external_events(fab, client):
     one = client.get(f"/ufmRest/app/events/{link9[0]['id']}")
     assert one.status_code == 200 and one.json() == link9[0]
     assert client.get("/ufmRest/app/events/99999999").status_code == 404
-    assert client.get("/ufmRest/app/events/zero").status_code == 422
+    assert client.get("/ufmRest/app/events/zero").status_code == 404
     for eid, sev in ((552, "Info"), (553, "Warning"), (554, "Critical")):
         body = {
             "event_id": eid,

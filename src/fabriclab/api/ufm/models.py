@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 BODY_MAX = 1 << 20  # bytes of a request body (more: 413)
 PortName = Annotated[str, Field(min_length=1, max_length=64)]
-Text = Annotated[str, Field(max_length=4096)]
-Short = Annotated[str, Field(max_length=256)]
+# within what the admin op ``event`` takes (sim/live/admin_model.py Event: name and
+# object_name 200, description 4000, here with the type and source appended)
+Text = Annotated[str, Field(max_length=3000)]
+Short = Annotated[str, Field(max_length=200)]
 
 
 class Body(BaseModel):
@@ -141,6 +143,16 @@ class Event(Open):
     category: str
     object_name: str
     description: str
+
+
+class Logged(Open):
+    """An external event's answer: the event as logged, or, when a burst of like events
+    is being coalesced (docs/live.md "Coalesced bursts"), ``held`` and its name."""
+
+    name: str
+    object_name: str
+    id: int | None = None
+    held: bool = False
 
 
 class Alarm(Open):

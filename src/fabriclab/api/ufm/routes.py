@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import ApiError
 from ..source import Source
@@ -43,8 +44,19 @@ def _json(content: str, model: type, many: bool = True) -> dict[int | str, dict[
 
 
 class Bounded(APIRoute):
-    """A route whose request body is read at most :data:`models.BODY_MAX` bytes far:
-    a larger one is answered 413 before it is parsed."""
+    """A route whose request body is read at most :data:`models.BODY_MAX` bytes far (a
+    larger one is answered 413 before it is parsed, as JSON like every error: FastAPI's
+    own ``max_body_size`` answers plain text), and that answers a method no route of
+    its path takes with 405 and every method the path takes in ``Allow`` (Starlette
+    names only the first route's)."""
+
+    allow: frozenset[str] = frozenset()
+
+    async def handle(self, scope, receive, send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            allow = ", ".join(sorted(self.allow | self.methods))
+            raise StarletteHTTPException(405, headers={"Allow": allow})
+        await super().handle(scope, receive, send)
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
@@ -262,7 +274,7 @@ def router(ufm: Ufm) -> APIRouter:
         return events.events(ufm.source, f)
 
     @r.get(
-        "/app/events/{event_id}",
+        "/app/events/{event_id:int}",
         responses={**_json("the event", models.Event, many=False), **_errors(404)},
     )
     def event(event_id: Annotated[int, Path(ge=1, le=1 << 62)]) -> dict:
@@ -271,11 +283,15 @@ def router(ufm: Ufm) -> APIRouter:
 
     @r.post(
         "/app/events/external_event",
-        responses={**_json("the event logged", models.Event, many=False), **_errors(400, 413, 422)},
+        responses={
+            **_json("the event logged (or held)", models.Logged, many=False),
+            **_errors(400, 413, 422),
+        },
     )
     def external_event(body: models.ExternalEvent) -> dict:
         """Log an external event (552 notice: Info, 553 alert: Warning, 554 error:
-        Critical) in the fabric's event log."""
+        Critical) in the fabric's event log: the event, or ``{"held": true, ...}`` when
+        a burst of like events is being coalesced into one."""
         return events.external_event(ufm.source, body)
 
     @r.get(
@@ -353,4 +369,11 @@ def router(ufm: Ufm) -> APIRouter:
         """One job: ``Status`` Running, then Completed."""
         return ufm.jobs.get(ufm.source, job_id)
 
+    methods: dict[str, set[str]] = {}
+    for rt in r.routes:
+        if isinstance(rt, APIRoute):
+            methods.setdefault(rt.path, set()).update(rt.methods)
+    for rt in r.routes:
+        if isinstance(rt, Bounded):
+            rt.allow = frozenset(methods[rt.path])
     return r
