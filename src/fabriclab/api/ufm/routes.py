@@ -372,7 +372,7 @@ def router(ufm: Ufm) -> APIRouter:
     methods: dict[str, set[str]] = {}
     for rt in r.routes:
         if isinstance(rt, APIRoute):
-            methods.setdefault(rt.path, set()).update(rt.methods)
+            methods.setdefault(rt.path, set()).update(rt.methods or ())
     for rt in r.routes:
         if isinstance(rt, Bounded):
             rt.allow = frozenset(methods[rt.path])
