@@ -100,6 +100,11 @@ class Ufm:
         rec = self.records()
         return rec, self.source.state(max_age=STATE_MAX_AGE), self.source.request("faults")
 
+    def changed(self) -> None:
+        """After a change made here, read the state afresh: a client that isolates a
+        port and lists the ports sees it down."""
+        self.source.state(max_age=0.0)
+
     def cached(self, what: str, key: Any, make: Callable[[], str]) -> str:
         hit = self._cache.get(what)
         if hit is not None and hit[0] == key:
@@ -334,9 +339,11 @@ def router(ufm: Ufm) -> APIRouter:
     def set_unhealthy(body: models.UnhealthyPorts) -> dict:
         """Mark ports UNHEALTHY (``"action": "isolate"``: the port's link goes down) or
         HEALTHY (brought up again)."""
-        return actions.set_health(
+        done = actions.set_health(
             ufm.source, ufm.records(), body.ports, body.ports_policy, body.action
         )
+        ufm.changed()
+        return done
 
     @r.post(
         "/actions",
@@ -357,6 +364,7 @@ def router(ufm: Ufm) -> APIRouter:
         if not body.params.port_id:
             raise ApiError(400, "action reset wants params.port_id (<node guid>_<port>)")
         jid = ufm.jobs.reset(ufm.source, ufm.records(), body.params.port_id, request.state.user)
+        ufm.changed()
         return Response(status_code=202, headers={"Location": f"{_prefix(request)}/jobs/{jid}"})
 
     @r.get("/jobs", responses={**_json("the jobs", models.Job), **_errors(404)})
