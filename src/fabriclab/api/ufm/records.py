@@ -15,60 +15,27 @@ commit 16faf03).  docs/ufm.md lists where fabriclab departs."""
 from __future__ import annotations
 
 import json
-import re
 from functools import cached_property
 
 import numpy as np
 
 from ..view import Layout, State
-
-# PortInfo PhysLinkState and PortState (IB spec vol. 1, 14.2.5.6) as UFM names them
-# (topoparse parse_utils.py PHYSICAL_STATE_MAP / LOGICAL_STATE_MAP; others "N/A").
-PHYSICAL = (
-    "N/A",
-    "Sleep",
-    "Polling",
-    "Disabled",
-    "Port Configuration Training",
-    "Link Up",
-    "Link Error Recovery",
-    "Phy Test",
+from .forms import (
+    ACTIVE,
+    CRITICAL,
+    FAULT_SEVERITY,
+    LINK_UP,
+    LOGICAL,
+    MINOR,
+    PHYSICAL,
+    SEVERITIES,
+    TARGET,
+    UFM_ROLE,
+    WARNING,
+    ca_model,
+    dname,
+    switch_model,
 )
-LOGICAL = ("N/A", "Down", "Initialize", "Armed", "Active")
-# UFM's severities, least first (NVIDIA "Events REST API": Info, Warning, Minor, Critical)
-SEVERITIES = ("Info", "Warning", "Minor", "Critical")
-INFO, WARNING, MINOR, CRITICAL = range(4)
-ACTIVE = 4  # PortInfo PortState Active
-LINK_UP = 5  # PortInfo PhysLinkState LinkUp
-# what each fault kind makes of the ports it holds (the state shows a link down anyway)
-FAULT_SEVERITY = {"errors": WARNING, "drop": WARNING, "flap": WARNING, "degrade": MINOR}
-UFM_ROLE = {"leaf": "tor", "spine": "core", "core": "core", "hca": "endpoint"}
-TARGET = re.compile(r"^(?P<node>.+)\[(?P<num>\d+)\]$")
-
-
-def _ca_model(key: str) -> str:
-    # "connectx-7" -> "ConnectX-7", as UFM's host records name the HCA
-    return key.replace("connectx", "ConnectX") if key else "N/A"
-
-
-def _switch_model(desc: str, key: str) -> str:
-    # the part number in a managed switch's NodeDescription "MF0;name:MQM9701/U1"
-    m = re.search(r":([A-Za-z0-9]+)/", desc)
-    return m.group(1) if m else key or "N/A"
-
-
-def _dname(model: str, kind: str, hca: str, num: int) -> str:
-    """A port's label as UFM shows it: ``1/<cage>/<split>`` on a Quantum-2 switch (32
-    OSFP cages of 2 ports: port 5 is cage 3, split 1, as the Links REST API page's
-    ``"source_port":"5"``, ``"source_port_dname":"1/3/1"`` shows), ``HCA-<n>/<port>``
-    on a host (NVIDIA "Unhealthy Ports REST API": ``"UnhealthyPortDname": "HCA-1/1"``),
-    the number elsewhere (``"PeerPortDname": "6"``)."""
-    if kind == "ca":
-        idx = int(hca.rsplit("_", 1)[-1]) + 1 if hca[-1:].isdigit() else 1
-        return f"HCA-{idx}/{num}"
-    if model.startswith("quantum-2") and 1 <= num <= 64:
-        return f"1/{(num + 1) // 2}/{2 - num % 2}"
-    return str(num)
 
 
 class Records:
@@ -83,7 +50,7 @@ class Records:
         # the port rows UFM lists: every numbered port (a switch's port 0 is not one)
         self.rows = np.nonzero(L.port_num > 0)[0]
         self.dnames = [
-            _dname(n["model"][node], n["kind"][node], n["hca"][node], num) if num else "0"
+            dname(n["model"][node], n["kind"][node], n["hca"][node], num) if num else "0"
             for node, num in zip(L.ports["node"], L.ports["num"], strict=True)
         ]
         # systems: the nodes of one system GUID
@@ -235,27 +202,56 @@ class Records:
         return heads
 
     def ports_json(self, rows: list[int], state: State, faults: list[dict]) -> str:
-        """The port records of ``rows`` (a JSON array)."""
+        """The port records of ``rows`` (a JSON array).  What the state makes of a port
+        takes few forms (states, width, speed, severity): each form is rendered once
+        and the records are joined from the fixed and the varying parts in one go."""
+        if not rows:
+            return "[]"
         heads = self.port_heads
-        sev = self.severity(state, faults).tolist()
-        ber = self.high_ber(faults)
-        lid = state.col("lid").tolist()
-        st = state.col("state").tolist()
-        ph = state.col("phys").tolist()
-        peer = self.layout.ports["peer"]
+        idx = np.asarray(rows, dtype=np.int64)
+        peer = self.layout.port_peer[idx]
+        lid_all = state.col("lid")
+        lid = lid_all[idx]
+        plid = np.where(peer >= 0, lid_all[np.maximum(peer, 0)], 0)
+        ph = np.minimum(state.col("phys")[idx], len(PHYSICAL) - 1).astype(np.int64)
+        st = np.minimum(state.col("state")[idx], len(LOGICAL) - 1).astype(np.int64)
+        sev = self.severity(state, faults)[idx].astype(np.int64)
+        ber_rows = self.high_ber(faults)
+        ber = np.isin(idx, list(ber_rows)) if ber_rows else np.zeros(len(idx), dtype=bool)
         width, speed = self.widths(state), self.speeds(state)
-        parts = []
-        for r in rows:
-            q = peer[r]
-            parts.append(
-                f'{heads[r]}"lid":{lid[r]},"peer_lid":{lid[q] if q >= 0 else 0},'
-                f'"physical_state":"{PHYSICAL[ph[r]] if ph[r] < 8 else "N/A"}",'
-                f'"logical_state":"{LOGICAL[st[r]] if st[r] < 5 else "N/A"}",'
-                f'"active_speed":"{speed[r]}","active_width":"{width[r]}",'
-                f'"severity":"{SEVERITIES[sev[r]]}",'
-                f'"high_ber_severity":"{"Warning" if r in ber else "N/A"}"}}'
+        wnames, wi = np.unique(
+            np.asarray([width[r] for r in rows], dtype=object).astype(str), return_inverse=True
+        )
+        snames, si = np.unique(
+            np.asarray([speed[r] for r in rows], dtype=object).astype(str), return_inverse=True
+        )
+        code = (
+            (((ph * len(LOGICAL) + st) * len(SEVERITIES) + sev) * 2 + ber) * len(wnames) + wi
+        ) * len(snames) + si
+        forms: dict[int, str] = {}
+        for c in np.unique(code).tolist():
+            c, s_i = divmod(c, len(snames))
+            c, w_i = divmod(c, len(wnames))
+            c, b = divmod(c, 2)
+            c, sv = divmod(c, len(SEVERITIES))
+            p, lg = divmod(c, len(LOGICAL))
+            key = (
+                (((p * len(LOGICAL) + lg) * len(SEVERITIES) + sv) * 2 + b) * len(wnames) + w_i
+            ) * len(snames) + s_i
+            forms[key] = (
+                f'"physical_state":"{PHYSICAL[p]}","logical_state":"{LOGICAL[lg]}",'
+                f'"active_speed":"{snames[s_i]}","active_width":"{wnames[w_i]}",'
+                f'"severity":"{SEVERITIES[sv]}",'
+                f'"high_ber_severity":"{"Warning" if b else "N/A"}"}},'
             )
-        return "[" + ",".join(parts) + "]"
+        out = ["["]
+        put = out.append
+        for r, a, b, c in zip(rows, lid.tolist(), plid.tolist(), code.tolist(), strict=True):
+            put(heads[r])
+            put(f'"lid":{a},"peer_lid":{b},{forms[c]}')
+        out[-1] = out[-1][:-1]  # the last record's comma
+        put("]")
+        return "".join(out)
 
     def port_rows(
         self,
@@ -309,7 +305,7 @@ class Records:
             speeds = sorted(
                 {L.ports["speed"][r] for r in rows if L.ports["speed"][r]}, key=L.speeds.index
             )
-            model = _switch_model(n["desc"][i], n["model"][i]) if sw else _ca_model(n["model"][i])
+            model = switch_model(n["desc"][i], n["model"][i]) if sw else ca_model(n["model"][i])
             out[g] = {
                 "guid": g,
                 "system_guid": g,
@@ -412,10 +408,15 @@ class Records:
         sev = self.severity(state, faults).tolist()
         width = self.widths(state)
         heads = self.link_heads
-        parts = []
+        out = ["["]
+        put = out.append
         for i in idx:
             a, b, head, tail = heads[i]
-            parts.append(
-                f'{head}"width":"{width[a]}","severity":"{SEVERITIES[max(sev[a], sev[b])]}"{tail}'
-            )
-        return "[" + ",".join(parts) + "]"
+            put(head)
+            put(f'"width":"{width[a]}","severity":"{SEVERITIES[max(sev[a], sev[b])]}"')
+            put(tail)
+            put(",")
+        if idx:
+            out.pop()
+        put("]")
+        return "".join(out)
