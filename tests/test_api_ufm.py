@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from fabriclab.api.auth import Auth
 
 LEAF_PORT = "LAB-IBLEAF-01[5]"  # cabled to sched-worker2/mlx5_0[1]
-PREFIXES = ("/ufmRest", "/ufmRestV3")
+PREFIXES = ("/ufmRest", "/ufmRestV2", "/ufmRestV3")
 
 
 @pytest.fixture(scope="module")

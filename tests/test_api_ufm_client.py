@@ -200,18 +200,48 @@ def test_batch_isolate_and_ufmctl_jobs(fab):
     must answer 202, the job id is ``response.headers['Location'].split('/')[-1]``,
     ``GET /ufmRest/jobs/<id>`` ``.json()['Status'] == 'Completed'``; it then waits on
     ``GET /ufmRest/app/unhealthy_ports``, each ``['PeerGUID']`` and ``['PeerPortDname']``.
-    rafalop/ufmctl pkg/ufm/actions.go: the job id is the last part of ``Location``, then
+    rafalop/ufmctl pkg/ufm/actions.go: ``POST /ufmRestV2/actions`` with its token as
+    ``Basic`` (pkg/ufm/ufm.go AddAuth), the job id the last part of ``Location``, then
     ``jobs?parent_id=<id>`` until ``Array()[0].Get("Status") == "Completed"``."""
-    http = TestClient(fab.app())
-    ports = http.get("/ufmRest/resources/ports?active=true").json()
+    http = TestClient(fab.app(Auth(users={USER: PASSWORD})))
+    basic = {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+    ports = http.get("/ufmRest/resources/ports?active=true", headers=basic).json()
     port = next(p for p in ports if p["description"] == "Switch IB Port" and p["peer"] != "N/A")
-    r = http.post("/ufmRest/actions", json={"action": "reset", "params": {"port_id": port["name"]}})
+    # batch_isolate_devices.py: /ufmRest, HTTP Basic
+    r = http.post(
+        "/ufmRest/actions",
+        json={"action": "reset", "params": {"port_id": port["name"]}},
+        headers=basic,
+    )
     assert r.status_code == 202
     job_id = r.headers["Location"].split("/")[-1]
-    assert http.get(f"/ufmRest/jobs?parent_id={job_id}").json()[0]["Status"] != "Completed"
     fab.live.advance(5)
-    assert http.get(f"/ufmRest/jobs/{job_id}").json()["Status"] == "Completed"
-    assert http.get(f"/ufmRest/jobs?parent_id={job_id}").json()[0]["Status"] == "Completed"
+    assert http.get(f"/ufmRest/jobs/{job_id}", headers=basic).json()["Status"] == "Completed"
+    # ufmctl: /ufmRestV2 with its token sent as Basic (pkg/ufm/ufm.go AddAuth); the
+    # get_cables_info payload shape, action reset
+    token = http.post("/ufmRest/app/tokens", headers=basic).json()["access_token"]
+    v2 = {"Authorization": f"Basic {token}"}
+    payload = {
+        "params": {"port_id": port["name"]},
+        "action": "reset",
+        "object_ids": [port["name"].split("_")[0]],
+        "object_type": "System",
+        "description": "",
+        "identifier": "id",
+    }
+    r = http.post("/ufmRestV2/actions", json=payload, headers=v2)
+    assert r.status_code == 202 and r.headers["Location"].startswith("/ufmRestV2/jobs/")
+    job_id = r.headers["Location"].split("/")[-1]
+    assert (
+        http.get(f"/ufmRestV2/jobs?parent_id={job_id}", headers=v2).json()[0]["Status"]
+        != "Completed"
+    )
+    fab.live.advance(5)
+    assert (
+        http.get(f"/ufmRestV2/jobs?parent_id={job_id}", headers=v2).json()[0]["Status"]
+        == "Completed"
+    )
+    http = TestClient(fab.app())
     body = {"ports": [port["peer"]], "ports_policy": "UNHEALTHY", "action": "isolate"}
     assert http.put("/ufmRest/app/unhealthy_ports", json=body).status_code == 200
     try:

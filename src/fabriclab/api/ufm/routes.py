@@ -1,4 +1,4 @@
-"""The UFM-compatible routes, one router mounted under ``/ufmRest`` and ``/ufmRestV3``
+"""The UFM-compatible routes, one router mounted under each UFM prefix
 (the paths as NVIDIA's UFM Enterprise REST API guide and the public clients use them:
 ufm_sdk_3.0 ``utils/ufm_rest_client.py``, its ``scripts/`` and plugins,
 ``rafalop/ufmctl``), every answer and error stated in the OpenAPI document, every
