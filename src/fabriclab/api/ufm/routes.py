@@ -159,7 +159,7 @@ def router(ufm: Ufm) -> APIRouter:
             and (model is None or h["model"].lower() == model.lower())
             and (ip is None or h["ip"] == ip)
         ]
-        alarms = events.alarm_counts(events.alarms(ufm.source, rec, state.now))
+        alarms = events.alarm_counts(ufm.source, rec)
         out = rec.systems_list(state, faults, alarms, keep)
         for s in out:
             if not ports:
@@ -189,7 +189,7 @@ def router(ufm: Ufm) -> APIRouter:
         g = guid.lower().removeprefix("0x")
         if g not in rec.system_heads:
             raise ApiError(404, f"no system {guid!r}")
-        alarms = events.alarm_counts(events.alarms(ufm.source, rec, state.now))
+        alarms = events.alarm_counts(ufm.source, rec)
         return _raw(json.dumps(rec.systems_list(state, faults, alarms, [g])[0]))
 
     @r.get("/resources/ports", responses={**_json("the ports", models.Port), **_errors()})
