@@ -252,3 +252,76 @@ def test_batch_isolate_and_ufmctl_jobs(fab):
         ]
     finally:
         fab.live.clear()
+
+
+@pytest.fixture
+def served(fab):
+    """The API on a real socket (uvicorn on 127.0.0.1, a port of its own), with
+    credentials configured: what a UFM client on another process reaches."""
+    import socket
+    import threading
+
+    import uvicorn
+    from helpers import wait_for
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(fab.app(Auth(users={USER: PASSWORD})), log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30, "uvicorn started")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def test_over_a_real_socket(served, fab):
+    """The SDK's requests over HTTP: Basic credentials, a token under ``/ufmRestV3``, the
+    reset's ``Location`` and job, and a body streamed without a length past the bound
+    (413, JSON) and wrong credentials (401, JSON)."""
+    import httpx
+
+    with httpx.Client(base_url=served, auth=(USER, PASSWORD), timeout=30) as http:
+        assert http.get("/ufmRest/app/ufm_version").json()["ufm_release_version"]
+        token = http.post("/ufmRest/app/tokens").json()["access_token"]
+        v3 = {"Authorization": f"Basic {token}"}
+        systems = httpx.get(f"{served}/ufmRestV3/resources/systems", headers=v3, timeout=30).json()
+        assert {s["type"] for s in systems} == {"switch", "host"}
+        links = http.get("/ufmRest/resources/links?page_number=1&rpp=1000000000").json()["data"]
+        assert len(links) == len(fab.source.layout().links)
+        port = next(
+            p
+            for p in http.get("/ufmRest/resources/ports?active=true").json()
+            if p["dname"] == "1/6/2"
+        )
+        r = http.post(
+            "/ufmRest/actions", json={"action": "reset", "params": {"port_id": port["name"]}}
+        )
+        assert r.status_code == 202 and r.content == b""
+        job = r.headers["Location"]
+        assert http.get(job).json()["Status"] == "Running"
+        fab.live.advance(5)
+        assert http.get(job).json()["Status"] == "Completed"
+
+        def chunks():
+            yield b'{"event_id": 552, "description": "'
+            for _ in range(64):
+                yield b"z" * 65536
+            yield b'"}'
+
+        r = http.post(
+            "/ufmRest/app/events/external_event",
+            content=chunks(),
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 413 and "larger than" in r.json()["error"]
+    r = httpx.get(f"{served}/ufmRest/resources/ports", auth=(USER, "wrong"), timeout=30)
+    assert (
+        r.status_code == 401
+        and r.json()["error"]
+        and r.headers["www-authenticate"].startswith("Basic")
+    )
