@@ -236,8 +236,8 @@ def test_isolation_takes_the_port_down_and_back(fab, client):
     assert [
         x["UnhealthyPort"] for x in TestClient(fab.app()).get("/ufmRest/app/unhealthy_ports").json()
     ] == [name]
-    # isolating it again adds nothing
-    client.put("/ufmRest/app/unhealthy_ports", json=body)
+    # isolating it again, or its peer, adds nothing
+    client.put("/ufmRest/app/unhealthy_ports", json={**body, "ports": [name, u["PeerPort"], name]})
     assert len(fab.live.faults()) == 1
     alarms = client.get("/ufmRest/app/alarms").json()
     assert [(a["event_type"], a["severity"]) for a in alarms] == [(9001, "Critical")]

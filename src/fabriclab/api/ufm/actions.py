@@ -99,7 +99,9 @@ def set_health(
         done = []
         for r in rows:
             if r not in held:
-                done.append(source.request("fault", kind="down", target=records.target_of(r))["id"])
+                target = records.target_of(r)
+                done.append(source.request("fault", kind="down", target=target)["id"])
+                held.update(records.target_rows(target))  # a port named twice, or both ends
         return {"ports": ports, "ports_policy": policy, "faults": done}
     cleared: list[int] = []
     links = {x for r in rows for x in records.target_rows(records.target_of(r))}
