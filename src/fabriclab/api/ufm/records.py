@@ -157,12 +157,12 @@ class Records:
     # ---- ports ----
 
     @cached_property
-    def port_heads(self) -> dict[int, str]:
+    def port_heads(self) -> dict[int, bytes]:
         """Each listed port row's fields that never change, as the JSON text of an
         object without its closing brace (and a trailing comma)."""
         L = self.layout
         n, p = L.nodes, L.ports
-        heads: dict[int, str] = {}
+        heads: dict[int, bytes] = {}
         for r in self.rows.tolist():
             node = p["node"][r]
             num = p["num"][r]
@@ -198,15 +198,15 @@ class Records:
                 "peer_port_dname": self.dnames[peer] if pn >= 0 else "N/A",
                 "capabilities": ["enable", "reset"] if sw else [],
             }
-            heads[r] = json.dumps(rec, separators=(",", ":"))[:-1] + ","
+            heads[r] = (json.dumps(rec, separators=(",", ":"))[:-1] + ",").encode()
         return heads
 
-    def ports_json(self, rows: list[int], state: State, faults: list[dict]) -> str:
-        """The port records of ``rows`` (a JSON array).  What the state makes of a port
+    def ports_json(self, rows: list[int], state: State, faults: list[dict]) -> bytes:
+        """The port records of ``rows`` (a JSON array, UTF-8).  What the state makes of a port
         takes few forms (states, width, speed, severity): each form is rendered once
         and the records are joined from the fixed and the varying parts in one go."""
         if not rows:
-            return "[]"
+            return b"[]"
         heads = self.port_heads
         idx = np.asarray(rows, dtype=np.int64)
         peer = self.layout.port_peer[idx]
@@ -228,30 +228,28 @@ class Records:
         code = (
             (((ph * len(LOGICAL) + st) * len(SEVERITIES) + sev) * 2 + ber) * len(wnames) + wi
         ) * len(snames) + si
-        forms: dict[int, str] = {}
-        for c in np.unique(code).tolist():
-            c, s_i = divmod(c, len(snames))
+        forms: dict[int, bytes] = {}
+        for key in np.unique(code).tolist():
+            c, s_i = divmod(key, len(snames))
             c, w_i = divmod(c, len(wnames))
             c, b = divmod(c, 2)
             c, sv = divmod(c, len(SEVERITIES))
             p, lg = divmod(c, len(LOGICAL))
-            key = (
-                (((p * len(LOGICAL) + lg) * len(SEVERITIES) + sv) * 2 + b) * len(wnames) + w_i
-            ) * len(snames) + s_i
             forms[key] = (
                 f'"physical_state":"{PHYSICAL[p]}","logical_state":"{LOGICAL[lg]}",'
                 f'"active_speed":"{snames[s_i]}","active_width":"{wnames[w_i]}",'
                 f'"severity":"{SEVERITIES[sv]}",'
                 f'"high_ber_severity":"{"Warning" if b else "N/A"}"}},'
-            )
-        out = ["["]
+            ).encode()
+        out = [b"["]
         put = out.append
         for r, a, b, c in zip(rows, lid.tolist(), plid.tolist(), code.tolist(), strict=True):
             put(heads[r])
-            put(f'"lid":{a},"peer_lid":{b},{forms[c]}')
+            put(b'"lid":%d,"peer_lid":%d,' % (a, b))
+            put(forms[c])
         out[-1] = out[-1][:-1]  # the last record's comma
-        put("]")
-        return "".join(out)
+        put(b"]")
+        return b"".join(out)
 
     def port_rows(
         self,

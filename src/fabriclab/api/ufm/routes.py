@@ -78,15 +78,14 @@ class Bounded(APIRoute):
 
 
 class Ufm:
-    """What the routes share: the fabric, its records (made once per layout), the jobs,
-    and the last full port listing (re-rendered when the state or the faults change)."""
+    """What the routes share: the fabric, its records (made once per layout) and the
+    jobs."""
 
     def __init__(self, source: Source):
         self.source = source
         self.jobs = actions.Jobs()
         self._records: Records | None = None
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[Any, str]] = {}
 
     def records(self) -> Records:
         layout = self.source.layout()
@@ -105,17 +104,10 @@ class Ufm:
         port and lists the ports sees it down."""
         self.source.state(max_age=0.0)
 
-    def cached(self, what: str, key: Any, make: Callable[[], str]) -> str:
-        hit = self._cache.get(what)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        text = make()
-        self._cache[what] = (key, text)
-        return text
 
-
-def _raw(text: str, status: int = 200) -> Response:
-    return Response(text.encode(), status_code=status, media_type=JSON)
+def _raw(text: str | bytes, status: int = 200) -> Response:
+    body = text.encode() if isinstance(text, str) else text
+    return Response(body, status_code=status, media_type=JSON)
 
 
 def _prefix(request: Request) -> str:
@@ -204,11 +196,6 @@ def router(ufm: Ufm) -> APIRouter:
         ``high_ber_only``, ``show_disabled=false``; ``cable_info`` is taken and adds
         nothing: fabriclab has no cables' EEPROMs)."""
         rec, state, faults = ufm.now()
-        if system is None and active is None and not high_ber_only and show_disabled is not False:
-            key = (state.taken, json.dumps(faults, sort_keys=True))
-            return _raw(
-                ufm.cached("ports", key, lambda: rec.ports_json(rec.rows.tolist(), state, faults))
-            )
         rows = rec.port_rows(
             state, faults, system, active, bool(high_ber_only), show_disabled is not False
         )
