@@ -37,6 +37,9 @@ from .forms import (
     switch_model,
 )
 
+# the fields of a system ``brief=true`` keeps
+BRIEF = ("guid", "name", "system_name", "type", "role", "ip", "severity")
+
 
 class Records:
     """The UFM records of one layout."""
@@ -339,19 +342,27 @@ class Records:
         faults: list[dict],
         alarms: dict[str, int],
         keys: list[str] | None = None,
+        ports: bool = True,
+        brief: bool = False,
     ) -> list[dict]:
         """Every system (``keys``: only those), with its severity (its ports' worst),
-        its alarm count and its port names."""
-        sev = self.severity(state, faults)
-        names = self.layout.port_name
+        its alarm count and (``ports``) its port names; ``brief``: only BRIEF's keys."""
+        L = self.layout
+        # each node's worst port (a node's port rows are contiguous)
+        node_sev = np.maximum.reduceat(self.severity(state, faults), L.first_row[:-1]).tolist()
+        names = L.port_name
         out = []
         for g in keys if keys is not None else self.system_heads:
             head = self.system_heads[g]
-            rows = head["_rows"]
-            rec = {k: v for k, v in head.items() if not k.startswith("_")}
-            rec["severity"] = SEVERITIES[int(sev[rows].max())] if rows else "Info"
-            rec["total_alarms"] = alarms.get(g, 0)
-            rec["ports"] = [names(r) for r in rows]
+            if brief:
+                rec = {k: head[k] for k in BRIEF if k in head}
+            else:
+                rec = {k: v for k, v in head.items() if not k.startswith("_")}
+            rec["severity"] = SEVERITIES[max(node_sev[i] for i in head["_nodes"])]
+            if not brief:
+                rec["total_alarms"] = alarms.get(g, 0)
+            if ports:
+                rec["ports"] = [names(r) for r in head["_rows"]]
             out.append(rec)
         return out
 

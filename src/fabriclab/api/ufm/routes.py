@@ -152,23 +152,7 @@ def router(ufm: Ufm) -> APIRouter:
             and (ip is None or h["ip"] == ip)
         ]
         alarms = events.alarm_counts(ufm.source, rec)
-        out = rec.systems_list(state, faults, alarms, keep)
-        for s in out:
-            if not ports:
-                s.pop("ports")
-            if brief:
-                for k in list(s):
-                    if k not in (
-                        "guid",
-                        "name",
-                        "system_name",
-                        "type",
-                        "role",
-                        "ip",
-                        "severity",
-                        "ports",
-                    ):
-                        del s[k]
+        out = rec.systems_list(state, faults, alarms, keep, bool(ports), bool(brief))
         return _raw(json.dumps(out, separators=(",", ":")))
 
     @r.get(
@@ -176,7 +160,7 @@ def router(ufm: Ufm) -> APIRouter:
         responses={**_json("the system", models.System, many=False), **_errors(404)},
     )
     def system(guid: str) -> Response:
-        """One system by its GUID (UFM's system ``name``)."""
+        """One system by its GUID (UFM's system ``name``), with its port names."""
         rec, state, faults = ufm.now()
         g = guid.lower().removeprefix("0x")
         if g not in rec.system_heads:
