@@ -1,7 +1,9 @@
 """The package's build step beyond Python: compiles the host library
 (src/fabriclab/sim/host/hostlib/*.c, the preload a tool on an emulated tray runs with) into
-libfabriclab-umad.so beside its sources.  An editable install uses it in place; a wheel
-carries it (force-included: the built file is not tracked)."""
+libfabriclab-umad.so beside its sources, and builds the web view's front-end (web/:
+``npm ci``, then esbuild bundling cytoscape.js and the page) into
+src/fabriclab/api/web/static/.  An editable install uses both in place; a wheel carries
+them (force-included: the built files are not tracked)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = Path("src/fabriclab/sim/host/hostlib")
 LIBRARY = "libfabriclab-umad.so"
+WEB = Path("web")
+STATIC = Path("src/fabriclab/api/web/static")
 CFLAGS = ["-O2", "-fPIC", "-shared", "-pthread", "-fexceptions", "-Wall", "-Wextra", "-Werror"]
 
 
@@ -20,6 +24,10 @@ class CustomBuildHook(BuildHookInterface):
     """Builds the host library before the wheel (or the editable wheel) is made."""
 
     def initialize(self, version: str, build_data: dict) -> None:
+        self._library(version, build_data)
+        self._web(version, build_data)
+
+    def _library(self, version: str, build_data: dict) -> None:
         src = Path(self.root) / SOURCE
         out = src / LIBRARY
         sources = sorted(str(c) for c in src.glob("*.c"))
@@ -38,3 +46,25 @@ class CustomBuildHook(BuildHookInterface):
             # C only, no Python ABI: any Python 3 on this platform
             platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
             build_data["tag"] = f"py3-none-{platform}"
+
+    def _web(self, version: str, build_data: dict) -> None:
+        web = Path(self.root) / WEB
+        out = Path(self.root) / STATIC
+        steps = (
+            ["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline"],
+            ["npm", "run", "--silent", "build", "--", str(out)],
+        )
+        for cmd in steps:
+            try:
+                r = subprocess.run(cmd, cwd=web, capture_output=True, text=True)
+            except FileNotFoundError:
+                raise RuntimeError(
+                    "building the fabriclab web view needs npm (Debian: apt-get install npm)"
+                ) from None
+            if r.returncode != 0:
+                last = (r.stderr.strip() or r.stdout.strip() or "no output").splitlines()[-1]
+                raise RuntimeError(
+                    f"building the fabriclab web view failed: {' '.join(cmd)} (in web/): {last}"
+                )
+        if version != "editable":
+            build_data["force_include"][str(out)] = "fabriclab/api/web/static"

@@ -38,6 +38,12 @@ class ApiFabric:
         """The API's app on this fabric."""
         return make_app(self.source, auth)
 
+    def reset(self) -> None:
+        """Clear every fault and bring the links back to Active (as an SM would: a link
+        that comes back trains to INIT)."""
+        self.live.clear()
+        minhop.activate(self.live.sim)
+
 
 @contextmanager
 def api_fabric(

@@ -37,7 +37,7 @@ from . import eventlog
 from .errors import FabriclabError, InputError, Problem, SpecError
 from .inputs import read_text
 from .model.cluster import Cluster
-from .sim.run import admin, records, tools
+from .sim.run import admin, apirecord, records, tools
 from .sim.run.records import Instance, NotRunning
 from .statedir import state_dir
 
@@ -141,6 +141,13 @@ class Fabric:
     def pid(self) -> int:
         """The fabric server's process id."""
         return self._instance().pid
+
+    @property
+    def api_url(self) -> str | None:
+        """Where the fabric's API listens (``up --api``, ``fabriclab api``): its URL, or
+        None when none runs."""
+        doc = apirecord.load(self.name)
+        return doc["url"] if doc else None
 
     @property
     def spec(self) -> str:

@@ -165,6 +165,54 @@ def follow(
             _wait(poll, idle)
 
 
+class Tail:
+    """The log at ``path`` read as it grows: each :meth:`new` gives the events written
+    since the last one (the first: all of them), reading only the bytes added since,
+    through rotations (the file it was reading is read to its end first, then the files
+    rotated since, then the new one)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.since = 0  # the last id given
+        self.restarts = 0  # how often the log began anew (a fabric brought up afresh)
+        self._f: BinaryIO | None = None
+
+    def new(self) -> list[dict]:
+        """The events written since the last call, oldest first (after the log began
+        anew, under the same name: its events from the first; :attr:`restarts` counts)."""
+        out: list[dict] = []
+        if self._f is None:
+            try:
+                self._f = _open(self.path)
+            except FileNotFoundError:
+                return out
+            if self.since and last_id(self.path) < self.since:
+                self.since = 0
+                self.restarts += 1
+            self._take(stream(self.path, rotated_only=True), out)
+        try:
+            moved = os.stat(self.path).st_ino != os.fstat(self._f.fileno()).st_ino
+        except FileNotFoundError:
+            moved = True
+        self._take((e for t in _lines(self._f) if (e := _event(t)) is not None), out)
+        if moved:
+            self.close()
+            out += self.new()
+        return out
+
+    def _take(self, events: Iterator[dict], out: list[dict]) -> None:
+        for ev in events:
+            if isinstance(ev.get("id"), int) and ev["id"] > self.since:
+                self.since = ev["id"]
+                out.append(ev)
+
+    def close(self) -> None:
+        """Close the file being read."""
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
 def _wait(poll: float, idle: Callable[[], object] | None) -> None:
     if idle is not None:
         idle()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import socket
 import stat
 from itertools import accumulate
 
@@ -170,3 +171,28 @@ def json_bounds(text: str, max_depth: int, max_digits: int) -> str | None:
     if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > max_depth:
         return f"nests deeper than {max_depth} levels"
     return None
+
+
+def parse_host_port(text: str, where: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` for a TCP listener (HOST an IPv4 address, [IPv6] or a name;
+    default 127.0.0.1; PORT 0: any free one): the address and port, or an InputError
+    naming ``where`` (the option)."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        p = int(port)
+        if not 0 <= p < 65536:
+            raise ValueError
+    except ValueError:
+        raise InputError(
+            [Problem(where, f"{text!r}: want [HOST:]PORT with a port 0-65535")]
+        ) from None
+    host = host if sep and host else "127.0.0.1"
+    try:
+        info = socket.getaddrinfo(host, p, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise InputError(
+            [Problem(where, f"{host!r}: not an address or a name this host resolves")]
+        ) from None
+    return (str(info[0][4][0]), p)

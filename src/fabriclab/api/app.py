@@ -10,6 +10,7 @@ from fastapi.responses import PlainTextResponse
 from .. import __version__
 from . import errors, metrics, own, ufm, web
 from .auth import Auth
+from .bodylimit import BodyLimit
 from .errors import ApiError
 from .source import Source
 
@@ -29,6 +30,7 @@ def make_app(source: Source, auth: Auth | None = None) -> FastAPI:
     app.state.source = source
     app.state.auth = auth
     errors.install(app)
+    app.add_middleware(BodyLimit)
 
     @app.middleware("http")
     async def authenticate(request: Request, call_next):

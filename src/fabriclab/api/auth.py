@@ -127,13 +127,13 @@ def load_credentials(spec: str | None) -> dict[str, str]:
     return users
 
 
-def check_listen(host: str, auth: Auth) -> None:
+def check_listen(host: str, auth: Auth, where: str = "--listen") -> None:
     """Refuse to serve beyond this machine with no credentials."""
     if not auth.required and not is_loopback(host):
         raise InputError(
             [
                 Problem(
-                    f"--listen {host}",
+                    f"{where} {host}",
                     "not a loopback address: give --credentials USER:PASSWORD (or @FILE) "
                     "first, so that nobody else on the network drives the fabric",
                 )

@@ -5,6 +5,7 @@ are translated here, in one place."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -57,8 +58,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_req: Request, e: RequestValidationError):
         errs = e.errors()
-        first = errs[0] if errs else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        first: dict[str, Any] = dict(errs[0]) if errs else {"loc": (), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":
+            why = (first.get("ctx") or {}).get("error", "")
+            return answer(400, f"request body: not valid JSON{f' ({why})' if why else ''}")
+        loc = [str(p) for p in first.get("loc", ())]
+        where = ".".join(loc[1:] if loc[:1] == ["body"] else loc) or "request body"
         return answer(422, f"{where}: {first.get('msg', 'invalid')}")
 
     @app.exception_handler(StarletteHTTPException)

@@ -66,6 +66,20 @@ def up(
         "PORT 0: a free one), with a token kept 0600 in the state directory; trays in "
         "other network namespaces or machines reach it (see 'fabriclab attach').",
     ),
+    api: str | None = typer.Option(
+        None,
+        "--api",
+        metavar="[HOST:]PORT",
+        help="Also serve the fabric over HTTP (as 'fabriclab api'): /metrics, /ufmRest, "
+        "/api/v1 and the web view; HOST default 127.0.0.1, PORT 0: a free one ('fabriclab "
+        "status' shows it).",
+    ),
+    api_credentials: str | None = typer.Option(
+        None,
+        "--api-credentials",
+        metavar="USER:PASSWORD|@FILE",
+        help="Who may use the API (needed for an address beyond this machine).",
+    ),
     allow: list[str] | None = typer.Option(
         None,
         "--allow",
@@ -154,6 +168,9 @@ def up(
     from ..sim.run import launcher
     from ..sim.run.opensm import SmOptions
 
+    if api is not None:
+        _check_api(api, api_credentials)
+
     def load_warned(spec: str, trays: int | None) -> Cluster:
         """The cluster, its name patterns' warnings said (the size outgrows a field)."""
         cluster = load_cluster(spec, trays)
@@ -168,6 +185,7 @@ def up(
             listen=listen,
             allow=",".join(allow) if allow else None,
             host_listen=host_listen,
+            api=api,
             allow_user=allow_user or [],
             max_clients=max_clients,
             sm=sm,
@@ -184,6 +202,23 @@ def up(
         load=load_warned,
         say=say,
     )
+
+
+def _check_api(listen: str, credentials: str | None) -> None:
+    """``up --api``'s address and credentials, checked before anything starts; the
+    credentials travel to the API's process in its environment, never on a command
+    line."""
+    import os
+
+    from ..api.auth import Auth, check_listen, load_credentials
+    from ..api.serve import CREDENTIALS_ENV
+    from ..inputs import parse_host_port
+
+    host, _ = parse_host_port(listen, "--api")
+    if credentials is not None:
+        os.environ[CREDENTIALS_ENV] = credentials
+    given = credentials or os.environ.get(CREDENTIALS_ENV)
+    check_listen(host, Auth(load_credentials(given)), "--api")
 
 
 @command(commands)
@@ -205,15 +240,20 @@ def status(json_out: bool = JsonOpt) -> None:
 
     Example: fabriclab status
     """
-    from ..sim.run import launcher
+    from ..sim.run.status import status as status_rows
     from ..statedir import state_dir
 
-    rows = launcher.status()
+    rows = status_rows()
     if json_out:
-        keys = ("name", "pid", "spec", "reach", "opensm")
-        print_json([{**dict(zip(keys, row, strict=True)), "pid": int(row[1])} for row in rows])
+        keys = ("name", "pid", "spec", "reach", "opensm", "api")
+        print_json(
+            [
+                {**dict(zip(keys, row, strict=True)), "pid": int(row[1]), "api": _or_none(row[5])}
+                for row in rows
+            ]
+        )
         return
-    columns = ("name", "pid", "spec", "reach", "OpenSM")
+    columns = ("name", "pid", "spec", "reach", "OpenSM", "API")
     table(f"fabrics up ({state_dir()})", columns, rows)
 
 
@@ -308,3 +348,7 @@ def attach(
         f"wrote {done['dir']} for tray {tray} of fabric {done['fabric']!r} "
         f"({done['way']} {done['address']}): . {done['env']}"
     )
+
+
+def _or_none(value: str) -> str | None:
+    return None if value == "-" else value

@@ -74,11 +74,11 @@ def _watch(live: LiveFabric, r: m.Watch) -> dict:
     live.catch_up()
     clock = {"now": live.clock.now(), "virtual": live.clock.virtual}
     if r.part == "layout":
-        path = folder / f"{live.name}.watch-layout.json"
+        path = watch.layout_path(folder, live.name)
         doc = watch.layout(live.resolver.cluster, live.sim, live.name)
         watch.write_json(path, doc)
         return {"path": str(path), "rows": len(doc["ports"]["node"]), **clock}
-    path = folder / f"{live.name}.watch-state.npy"
+    path = watch.state_path(folder, live.name)
     arr = watch.state(live.sim, live.traffic)
     watch.write_array(path, arr)
     return {"path": str(path), "rows": len(arr), "columns": list(watch.COLUMNS), **clock}

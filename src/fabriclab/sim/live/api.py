@@ -24,7 +24,7 @@ from ..fabric.links import BY_SM
 from ..fabric.state import SimPort
 from ..host import views
 from . import events as ev_mod
-from . import journal, journal_doc, scenario_run
+from . import journal, journal_doc, scenario_run, watch
 from .clock import VirtualClock
 from .events_memory import MemoryLog
 from .faults.book import FaultBook
@@ -429,6 +429,8 @@ class LiveFabric:
         self._last = self.clock.now()
 
     def close(self) -> None:
-        """Save the journal one last time and close the event log."""
+        """Save the journal one last time, close the event log, remove the watch files."""
         self.save()
         self.events.close()
+        if self.journal_path is not None:
+            watch.remove(self.journal_path.parent, self.name)

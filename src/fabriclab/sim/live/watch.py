@@ -174,6 +174,22 @@ def state(sim: SimFabric, traffic=None) -> np.ndarray:
     return out
 
 
+def layout_path(folder: Path, name: str) -> Path:
+    """Where fabric ``name`` writes its layout for a watcher."""
+    return folder / f"{name}.watch-layout.json"
+
+
+def state_path(folder: Path, name: str) -> Path:
+    """Where fabric ``name`` writes its state for a watcher."""
+    return folder / f"{name}.watch-state.npy"
+
+
+def remove(folder: Path, name: str) -> None:
+    """Remove what fabric ``name`` wrote for watchers (it stops)."""
+    for path in (layout_path(folder, name), state_path(folder, name)):
+        path.unlink(missing_ok=True)
+
+
 def write_json(path: Path, doc: Any) -> None:
     """Replace ``path`` (in the state directory) with ``doc`` as JSON, atomically."""
     _replace(path, json.dumps(doc, separators=(",", ":")).encode())

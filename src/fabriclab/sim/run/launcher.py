@@ -29,14 +29,14 @@ from ..wire import admission
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.hosttcp import HostTcp, make_token, parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
-from . import detach, progress
+from . import apirecord, detach, progress
 from .admin import AdminServer, admin_path
 from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
 from .records import Instance, NotRunning, check_name, check_name_free, stop
-from .records import running as running_records
 from .tools import Loader, Say, python_argv
 
 SM_WAIT = 600.0  # seconds a detached ``up --sm`` waits for SUBNET UP
+API_WAIT = 60.0  # seconds a detached ``up --api`` waits for the API to listen
 
 
 @dataclass
@@ -49,6 +49,7 @@ class UpRequest:
     listen: str | None = None  # [HOST:]PORT: remote (UDP) mode
     allow: str | None = None  # NETWORK[,NETWORK...] that may attach (UDP or TCP)
     host_listen: str | None = None  # [HOST:]PORT: the host library over TCP too
+    api: str | None = None  # [HOST:]PORT: 'fabriclab api' beside the fabric
     allow_user: list[str] = field(default_factory=list)
     max_clients: int = admission.DEFAULT_MAX_CLIENTS
     sm: bool = False
@@ -72,6 +73,7 @@ class UpRequest:
         argv = [*python_argv(), "up", self.spec, "--name", self.name]
         argv += ["-" + "v" * self.verbose] if self.verbose else []
         argv += ["--host-listen", self.host_listen] if self.host_listen else []
+        argv += ["--api", self.api] if self.api else []
         argv += (["--listen", self.listen] if self.listen else []) + (
             ["--trays", str(self.trays)] if self.trays else []
         )
@@ -178,6 +180,8 @@ def _up_detached(
                     f"host library over TCP at {host_port(rec.host_listen)}, "
                     f"its token in {rec.host_token}"
                 )
+        if req.api is not None:
+            _say_api(req.name, inst, say)
     except BaseException:  # up failed or was given up: it leaves no server behind
         with contextlib.suppress(NotRunning):
             stop(req.name)
@@ -186,6 +190,17 @@ def _up_detached(
         relay.close()
     if req.with_sm:
         say("subnet up (OpenSM)")
+
+
+def _say_api(name: str, inst: Instance, say: Say) -> None:
+    """Wait for the API beside the fabric to listen, and say where."""
+    deadline = time.monotonic() + API_WAIT
+    while (doc := apirecord.load(name)) is None:
+        if time.monotonic() > deadline or not inst.alive():
+            why = f"did not start in {API_WAIT:g} s (see {inst.log})"
+            raise InputError([Problem("--api", why)])
+        time.sleep(0.05)
+    say(f"API at {doc['url']} (/metrics, /ufmRest, /api/v1, the page at /)")
 
 
 def _wait_ready(req: UpRequest, inst: Instance, relay: progress.Relay) -> None:
@@ -298,6 +313,8 @@ def _serve(
 
         srv.on_tick.append(watch_sm)
     inst.save()
+    api_argv = ["api", "--name", name, "--listen", req.api or "", "--fabric-pid", str(os.getpid())]
+    api_proc = apirecord.start([*python_argv(), *api_argv], log_file) if req.api else None
     srv.install_signal_handlers()
     f = cluster.fabric
     say(
@@ -310,6 +327,7 @@ def _serve(
     try:
         srv.serve_forever()
     finally:
+        apirecord.stop(api_proc)
         if sm_proc is not None:
             stop_sm(sm_proc, srv)
         admin.close()
@@ -430,21 +448,3 @@ def parse_listen(text: str | None) -> tuple[str, int] | None:
         raise InputError(
             [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
         ) from None
-
-
-def status() -> list[tuple[str, str, str, str, str]]:
-    """The fabrics that are up: name, pid, spec (and scale), how tools reach it, and
-    OpenSM's state."""
-    rows = []
-    for inst in running_records():
-        reach = (
-            f"UDP {inst.listen[0]}:{inst.listen[1]}"
-            if inst.listen
-            else f"IBSIM_SOCKNAME={inst.name}"
-        )
-        if inst.host_listen:
-            reach += f", TCP {host_port(inst.host_listen)}"
-        smstate = "-" if not inst.sm_pid else ("subnet up" if subnet_up(inst) else "sweeping")
-        spec = inst.spec + (f" x{inst.trays}" if inst.trays else "")
-        rows.append((inst.name, str(inst.pid), spec, reach, smstate))
-    return rows

@@ -60,17 +60,17 @@ class Instance:
     def process_state(self) -> str:
         """'alive' (pid is still the recorded process), 'gone', 'reused' (another
         process has the pid) or 'unknown' (no start time recorded)."""
-        return _process_state(self.pid, self.start, self.cmdline)
+        return process_state_of(self.pid, self.start, self.cmdline)
 
     def note_server(self, pid: int) -> None:
         """Record the server's process (pid, start time, command)."""
         self.pid = pid
-        self.start, self.cmdline = _identity(pid)
+        self.start, self.cmdline = process_identity(pid)
 
     def note_sm(self, pid: int) -> None:
         """Record OpenSM's process (pid, start time, command)."""
         self.sm_pid = pid
-        self.sm_start, self.sm_cmdline = _identity(pid)
+        self.sm_start, self.sm_cmdline = process_identity(pid)
 
     def save(self) -> None:
         """Write the record (atomically, as the user's own file)."""
@@ -135,12 +135,15 @@ def record_path(name: str) -> Path:
     return state_dir() / f"{name}.json"
 
 
-def _identity(pid: int) -> tuple[int | None, list | None]:
+def process_identity(pid: int) -> tuple[int | None, list | None]:
+    """Process ``pid``'s start time and command, to know it again later."""
     p = procfs.process(pid)
     return (p.start, list(p.cmdline)) if p else (None, None)
 
 
-def _process_state(pid: int, start: int | None, cmdline: list | None) -> str:
+def process_state_of(pid: int, start: int | None, cmdline: list | None) -> str:
+    """Whether ``pid`` is still the process of that start and command: 'alive', 'gone',
+    'reused' or 'unknown'."""
     if start is None or cmdline is None:
         return "unknown"
     p = procfs.process(pid)
@@ -159,7 +162,7 @@ def signal_recorded(pid: int, start: int | None, cmdline: list | None, sig: int)
     except (OSError, AttributeError):
         fd = None
     try:
-        if _process_state(pid, start, cmdline) != "alive":
+        if process_state_of(pid, start, cmdline) != "alive":
             return False
         if fd is not None:
             signal.pidfd_send_signal(fd, sig)

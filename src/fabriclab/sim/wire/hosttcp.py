@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ...errors import InputError, Problem
 from ...ib import hostwire, treearchive
+from ...inputs import parse_host_port
 from ...statedir import open_state_file
 from .hostgate import Peer, Pending, accepted
 from .hostlink import HostLink
@@ -328,27 +329,8 @@ class HostTcp:
 
 
 def parse_host_listen(text: str) -> tuple[str, int]:
-    """``[HOST:]PORT`` (HOST an IPv4 address, [IPv6] or a name; default 127.0.0.1;
-    PORT 0: any free one)."""
-    host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        p = int(port)
-        if not 0 <= p < 65536:
-            raise ValueError
-    except ValueError:
-        raise InputError(
-            [Problem("--host-listen", f"{text!r}: want [HOST:]PORT with a port 0-65535")]
-        ) from None
-    host = host if sep and host else "127.0.0.1"
-    try:
-        info = socket.getaddrinfo(host, p, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        raise InputError(
-            [Problem("--host-listen", f"{host!r}: not an address or a name this host resolves")]
-        ) from None
-    return (str(info[0][4][0]), p)
+    """``--host-listen [HOST:]PORT`` (:func:`fabriclab.inputs.parse_host_port`)."""
+    return parse_host_port(text, "--host-listen")
 
 
 def parse_allow(texts: list[str] | None) -> tuple[Network, ...]:
