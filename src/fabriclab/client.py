@@ -275,9 +275,10 @@ class Fabric:
         result: dict[str, str] = self.request("topology-inputs", **{"from": from_tray})
         return result
 
-    def stats(self) -> dict[str, int]:
-        """What the server has counted: MADs, answers, forwards, timeouts, ..."""
-        result: dict[str, int] = self.request("stats")
+    def stats(self) -> dict[str, Any]:
+        """What the server has counted: MADs, answers, forwards, timeouts, ..., and the
+        MADs by management class and method (``classes``)."""
+        result: dict[str, Any] = self.request("stats")
         return result
 
     # --- the event log --------------------------------------------------------------
