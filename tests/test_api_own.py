@@ -70,7 +70,7 @@ def test_wrong_requests_are_one_line_4xx(client):
     )
     assert "not valid JSON" in one_line_error(bad, 400)
     opts = {"kind": "flap", "target": LINK, "options": {"colour": 1}}
-    assert "colour" in one_line_error(client.post("/api/v1/faults", json=opts), 400)
+    assert "colour" in one_line_error(client.post("/api/v1/faults", json=opts), 422)
 
 
 def test_a_body_over_the_bound_is_413_before_it_is_read(client):

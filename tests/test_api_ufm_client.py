@@ -318,7 +318,7 @@ def test_over_a_real_socket(served, fab):
             content=chunks(),
             headers={"content-type": "application/json"},
         )
-        assert r.status_code == 413 and "larger than" in r.json()["error"]
+        assert r.status_code == 413 and "over the limit" in r.json()["error"]
     r = httpx.get(f"{served}/ufmRest/resources/ports", auth=(USER, "wrong"), timeout=30)
     assert (
         r.status_code == 401

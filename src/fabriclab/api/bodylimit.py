@@ -5,8 +5,11 @@ such bound of its own, hence this small ASGI middleware."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
+
+from starlette.requests import ClientDisconnect
 
 MAX_BODY_BYTES = 2 << 20  # the largest body a route takes: a 1 MiB scenario, JSON-quoted
 
@@ -32,24 +35,26 @@ class BodyLimit:
         refused = False
 
         async def bounded() -> dict:
+            # Past the bound the 413 is sent here, and the route is told the client
+            # left: FastAPI turns any error while it reads a body into its own 400.
             nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.limit:
                     refused = True
-                    raise _TooLarge
+                    await _refuse(send, 413, str(seen))
+                    return {"type": "http.disconnect"}
             return msg
 
-        try:
-            await self.app(scope, bounded, send)
-        except _TooLarge:
-            if refused:
-                await _refuse(send, 413, str(seen))
+        async def quiet(msg: dict) -> None:
+            if not refused:  # the 413 went already: whatever the route says is dropped
+                await send(msg)
 
-
-class _TooLarge(Exception):
-    pass
+        with contextlib.suppress(ClientDisconnect):
+            await self.app(scope, bounded, quiet)
 
 
 async def _refuse(send: Any, status: int, declared: str) -> None:

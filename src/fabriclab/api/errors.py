@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from ..errors import FabriclabError, InputError
 from ..topology.server import one_line
@@ -33,6 +34,15 @@ class ApiError(Exception):
 def answer(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON error answer."""
     return JSONResponse({"error": one_line(message)}, status_code=status, headers=headers)
+
+
+def allowed(req: Request) -> list[str]:
+    """The methods some route of the app takes at the request's path."""
+    methods: set[str] = set()
+    for route in req.app.routes:
+        if isinstance(route, Route) and route.matches(req.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return sorted(methods)
 
 
 def install(app: FastAPI) -> None:
@@ -67,8 +77,11 @@ def install(app: FastAPI) -> None:
         return answer(422, f"{where}: {first.get('msg', 'invalid')}")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_req: Request, e: StarletteHTTPException):
-        return answer(e.status_code, str(e.detail), getattr(e, "headers", None))
+    async def _http(req: Request, e: StarletteHTTPException):
+        headers = getattr(e, "headers", None)
+        if e.status_code == 405:  # every method the path takes (Starlette names one route's)
+            headers = {"Allow": ", ".join(allowed(req))}
+        return answer(e.status_code, str(e.detail), headers)
 
     @app.exception_handler(Exception)
     async def _bug(_req: Request, e: Exception):

@@ -4,7 +4,7 @@ request of docs/protocol.md, its answer as the socket gives it."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
@@ -15,6 +15,7 @@ from .errors import ApiError
 from .source import Source
 
 PREFIX = "/api/v1"
+Short = Annotated[str, Field(max_length=40)]
 TEXT_MAX = 1 << 20  # a scenario's text (the admin socket's line holds at most 1 MiB)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "The request names nothing, or a value is wrong (one line)"},
@@ -24,9 +25,25 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"description": "The fabric is not up"},
 }
 
+_MISSING: dict[int | str, dict[str, Any]] = {404: {"description": "No such fault"}}
+
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class FaultOptions(_Body):
+    """Every option of some kind of fault (which kind takes which: docs/live.md)."""
+
+    period: float | Short | None = Field(None, description="flap: a duration")
+    count: int | None = Field(None, description="flap: how many times")
+    width: str | None = Field(None, description="degrade: 2x, 1x", max_length=8)
+    speed: str | None = Field(None, description="degrade: HDR, EDR, ...", max_length=8)
+    ber: float | None = Field(None, description="errors: a bit-error rate")
+    down_after: int | None = Field(None, description="errors: recoveries before down")
+    rate: float | None = Field(None, description="drop: percent of MADs lost")
+    seed: int | None = Field(None, description="drop: the loss's seed")
+    gpus: Short | list[int] | None = Field(None, description="nvlink: the GPUs", max_length=72)
 
 
 class FaultBody(_Body):
@@ -34,9 +51,7 @@ class FaultBody(_Body):
 
     kind: Literal["down", "up", "flap", "degrade", "errors", "drop", "nvlink"]
     target: str = Field(min_length=1, max_length=400, examples=["LAB-IBLEAF-01[5]"])
-    options: dict[str, float | int | str | list[int]] = Field(
-        default_factory=dict, max_length=16, examples=[{"period": "2s", "count": 3}]
-    )
+    options: FaultOptions = Field(default_factory=FaultOptions, examples=[{"period": "2s"}])
 
 
 class TargetBody(_Body):
@@ -45,14 +60,21 @@ class TargetBody(_Body):
     target: str = Field(min_length=1, max_length=400, examples=["LAB-IBLEAF-01[5]"])
 
 
+class TrafficOptions(_Body):
+    """How much and how fast a flow goes, and its queue pair's attributes (docs/live.md)."""
+
+    bytes: int | Short | None = Field(None, description="4096, 64Mi, 10G")
+    rate: float | Short | None = Field(None, description="12.5GB/s, 100Gb/s")
+    timeout: int | None = Field(None, description="the queue pair's timeout, 0-31")
+    retry_count: int | None = Field(None, description="its retry count, 0-7")
+
+
 class TrafficBody(_Body):
     """A traffic command, as ``fabriclab traffic VERB ARGS`` takes it."""
 
     verb: Literal["send", "ring", "all-to-all", "stop"]
-    args: list[str] = Field(default_factory=list, max_length=4, examples=[["ALL"]])
-    options: dict[str, float | int | str] = Field(
-        default_factory=dict, max_length=16, examples=[{"rate": "10GB/s"}]
-    )
+    args: list[str] = Field(default_factory=list, max_length=4, examples=[["sched-worker[1-2]"]])
+    options: TrafficOptions = Field(default_factory=TrafficOptions, examples=[{"rate": "1GB/s"}])
 
 
 class ScenarioBody(_Body):
@@ -65,7 +87,7 @@ class ScenarioBody(_Body):
 class AdvanceBody(_Body):
     """How far to move a virtual clock: seconds, or a duration such as ``"2s"``."""
 
-    seconds: float | str = Field(examples=[10, "500ms"])
+    seconds: float | Short = Field(examples=[10, "500ms"])
 
 
 def install(app: FastAPI, source: Source) -> None:
@@ -78,13 +100,14 @@ def install(app: FastAPI, source: Source) -> None:
 
     @r.post("/faults", status_code=201, summary="Inject a fault (kind up: bring a link back)")
     def inject(body: FaultBody) -> dict[str, Any]:
-        return source.request("fault", kind=body.kind, target=body.target, options=body.options)
+        options = body.options.model_dump(exclude_none=True)
+        return source.request("fault", kind=body.kind, target=body.target, options=options)
 
     @r.post("/faults/up", summary="Bring a target's links back: clear what holds them down")
     def up(body: TargetBody) -> dict[str, Any]:
         return source.request("fault", kind="up", target=body.target)
 
-    @r.delete("/faults/{fault_id}", summary="Clear one fault")
+    @r.delete("/faults/{fault_id:int}", summary="Clear one fault", responses=_MISSING)
     def clear(fault_id: int) -> dict[str, Any]:
         try:
             if not 0 <= fault_id < 1 << 62:
@@ -112,7 +135,8 @@ def install(app: FastAPI, source: Source) -> None:
 
     @r.post("/traffic", summary="Start or stop flows")
     def traffic(body: TrafficBody) -> dict[str, Any]:
-        return source.request("traffic", verb=body.verb, args=body.args, options=body.options)
+        options = body.options.model_dump(exclude_none=True)
+        return source.request("traffic", verb=body.verb, args=body.args, options=options)
 
     @r.get("/scenarios", summary="The scenarios still running")
     def scenarios() -> list[dict[str, Any]]:

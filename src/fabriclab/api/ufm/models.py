@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-BODY_MAX = 1 << 20  # bytes of a request body (more: 413)
 PortName = Annotated[str, Field(min_length=1, max_length=64)]
 # within what the admin op ``event`` takes (sim/live/admin_model.py Event: name and
 # object_name 200, description 4000, here with the type and source appended)

@@ -2,19 +2,17 @@
 (the paths as NVIDIA's UFM Enterprise REST API guide and the public clients use them:
 ufm_sdk_3.0 ``utils/ufm_rest_client.py``, its ``scripts/`` and plugins,
 ``rafalop/ufmctl``), every answer and error stated in the OpenAPI document, every
-request body bounded (:class:`Bounded`)."""
+request body bounded (:mod:`..bodylimit`)."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
-from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..bodylimit import MAX_BODY_BYTES
 from ..errors import ApiError
 from ..source import Source
 from . import actions, events, models
@@ -32,7 +30,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         400: "the request cannot be carried out (the fabric's answer)",
         401: "credentials wanted (configured with --credentials)",
         404: "no such object",
-        413: f"request body larger than {models.BODY_MAX} bytes",
+        413: f"request body over {MAX_BODY_BYTES} bytes",
         422: "malformed JSON, or a field or parameter of the wrong form",
         503: "the fabric is not up",
     }
@@ -41,40 +39,6 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 def _json(content: str, model: type, many: bool = True) -> dict[int | str, dict[str, Any]]:
     return {200: {"model": list[model] if many else model, "description": content}}  # type: ignore[valid-type]
-
-
-class Bounded(APIRoute):
-    """A route whose request body is read at most :data:`models.BODY_MAX` bytes far (a
-    larger one is answered 413 before it is parsed, as JSON like every error: FastAPI's
-    own ``max_body_size`` answers plain text), and that answers a method no route of
-    its path takes with 405 and every method the path takes in ``Allow`` (Starlette
-    names only the first route's)."""
-
-    allow: frozenset[str] = frozenset()
-
-    async def handle(self, scope, receive, send) -> None:
-        if self.methods and scope["method"] not in self.methods:
-            allow = ", ".join(sorted(self.allow | self.methods))
-            raise StarletteHTTPException(405, headers={"Allow": allow})
-        await super().handle(scope, receive, send)
-
-    def get_route_handler(self) -> Callable:
-        handler = super().get_route_handler()
-
-        async def bounded(request: Request) -> Response:
-            if request.method in ("POST", "PUT", "PATCH"):
-                length = request.headers.get("content-length", "")
-                if length and (not length.isdigit() or int(length) > models.BODY_MAX):
-                    raise ApiError(413, f"request body larger than {models.BODY_MAX} bytes")
-                body = bytearray()
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > models.BODY_MAX:
-                        raise ApiError(413, f"request body larger than {models.BODY_MAX} bytes")
-                request._body = bytes(body)
-            return await handler(request)
-
-        return bounded
 
 
 class Ufm:
@@ -116,7 +80,7 @@ def _prefix(request: Request) -> str:
 
 def router(ufm: Ufm) -> APIRouter:
     """The routes, to be mounted under each prefix."""
-    r = APIRouter(route_class=Bounded, tags=["UFM"])
+    r = APIRouter(tags=["UFM"])
 
     @r.get("/app/ufm_version", response_model=models.Version, responses=_errors())
     def ufm_version() -> dict:
@@ -348,11 +312,4 @@ def router(ufm: Ufm) -> APIRouter:
         """One job: ``Status`` Running, then Completed."""
         return ufm.jobs.get(ufm.source, job_id)
 
-    methods: dict[str, set[str]] = {}
-    for rt in r.routes:
-        if isinstance(rt, APIRoute):
-            methods.setdefault(rt.path, set()).update(rt.methods or ())
-    for rt in r.routes:
-        if isinstance(rt, Bounded):
-            rt.allow = frozenset(methods[rt.path])
     return r
