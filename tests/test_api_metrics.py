@@ -23,6 +23,9 @@ from fabriclab.errors import Problem
 from fabriclab.ib import simwire
 from fabriclab.ib.mad.consts import Attr
 from fabriclab.model.build import build
+from fabriclab.sim.live import admin_requests
+from fabriclab.sim.live.api import LiveFabric
+from fabriclab.sim.live.clock import VirtualClock
 from fabriclab.sim.live.faults.options import KINDS
 from fabriclab.sim.wire.client import Client
 from fabriclab.sim.wire.server import FabricServer
@@ -327,7 +330,8 @@ def test_mads_counted_by_class_and_method():
             mad = dr_smp(Attr.NODE_INFO, [1], tid=7).ljust(256, b"\0")
             theirs.send(simwire.request(0xFFFF, 0, mad))
             srv.transport.receive(cl)
-        stats = srv.stats.to_json()
+        live = LiveFabric(srv, lab, VirtualClock())
+        stats = admin_requests.answer(live, {"op": "stats"})  # as the API asks for them
     finally:
         srv.close()
         theirs.close()
@@ -335,6 +339,7 @@ def test_mads_counted_by_class_and_method():
     text = metrics_small.text(metrics_small.server_families(stats)).decode()
     assert 'fabriclab_server_mads_by_class_total{class="0x81",method="0x01"} 2.0' in text
     assert "fabriclab_server_mads_total 2.0" in text
+    assert "fabriclab_server_clients 1.0" in text  # the one tool attached
 
 
 def test_openapi_states_the_text_format_and_the_error(fab):

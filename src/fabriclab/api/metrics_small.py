@@ -91,8 +91,11 @@ def server_families(stats: dict) -> list:
     for c in stats.get("classes", []):
         by.add_metric([str(c["class"]), str(c["method"])], c["mads"])
     fams.append(by)
+    clients = GaugeMetricFamily("fabriclab_server_clients", "Tools attached to the fabric now")
+    clients.add_metric([], stats.get("clients", 0))
+    fams.append(clients)
     for k, v in stats.items():
-        if k in MAD_OUTCOMES or k == "mads" or not isinstance(v, int | float):
+        if k in (*MAD_OUTCOMES, "mads", "clients") or not isinstance(v, int | float):
             continue
         c = CounterMetricFamily(
             f"fabriclab_server_{k}", f"The fabric server's count '{k}' (admin op stats)"

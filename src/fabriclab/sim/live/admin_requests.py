@@ -101,7 +101,10 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "nvidia-smi": lambda live, r: {"text": live.nvidia_smi(r.tray, r.args)},
     "topology-inputs": lambda live, r: live.topology_inputs(r.from_ or None),
     # what the server counted: MADs, answers, forwards, ...
-    "stats": lambda live, _r: live.server.stats.to_json(),
+    "stats": lambda live, _r: {
+        **live.server.stats.to_json(),
+        "clients": len(live.server.transport.clients),
+    },
     "tray": _tray,
     "locate": _locate,
     "traffic": lambda live, r: live.traffic_request(r.verb, r.args, r.options.given()),
