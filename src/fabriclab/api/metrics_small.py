@@ -79,7 +79,7 @@ def server_families(stats: dict) -> list:
     out = CounterMetricFamily(
         "fabriclab_server_mad_outcomes", "What became of the MADs received", labels=["outcome"]
     )
-    fams = [mads, out]
+    fams: list[CounterMetricFamily | GaugeMetricFamily] = [mads, out]
     for k in MAD_OUTCOMES:
         out.add_metric([k], stats.get(k, 0))
     by = CounterMetricFamily(
