@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +110,7 @@ def main() -> None:
         )
     finally:
         subprocess.run([*FAB, "down", "--name", name], env=env, capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 if __name__ == "__main__":

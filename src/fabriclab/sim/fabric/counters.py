@@ -25,7 +25,16 @@ _DETAILS_MAX = {name: (1 << width) - 1 for name, width in DETAIL_WIDTHS.items()}
 class Counters:
     """One port's counters: running totals plus a reset point per view."""
 
-    __slots__ = ("base", "base_ext", "details", "details_base", "moved", "raw", "saved")
+    __slots__ = (
+        "base",
+        "base_ext",
+        "details",
+        "details_base",
+        "moved",
+        "raw",
+        "saved",
+        "version",
+    )
 
     def __init__(self) -> None:
         self.raw = dict.fromkeys(NAMES, 0)
@@ -37,16 +46,21 @@ class Counters:
         # took), so that a save after each fault costs the ports that moved, not the fabric
         self.moved = True
         self.saved: tuple | None = None
+        # grows with every change of the raw totals or the extended view's reset point, so
+        # that a watcher (:mod:`...live.watch`) takes only the ports that changed
+        self.version = 0
 
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more of counter ``name``."""
         self.raw[name] = (self.raw[name] + n) & _MAX64
         self.moved = True
+        self.version += 1
 
     def count_packets(self, sent: int, received: int, words: int) -> None:
         """Unicast packets of ``words`` 4-byte words each, sent and received."""
         raw = self.raw
         self.moved = True
+        self.version += 1
         raw["PortXmitPkts"] += sent
         raw["PortXmitData"] += sent * words
         raw["PortUnicastXmitPkts"] += sent
@@ -73,6 +87,7 @@ class Counters:
         base, selects = (self.base_ext, _SELECT_EXT) if extended else (self.base, _SELECT)
         mask = (select & 0xFFFF) | ((select2 & (0xFFFF if extended else 0xFF)) << SELECT2)
         self.moved = True
+        self.version += 1
         for name, bit in selects:
             if mask >> bit & 1:
                 base[name] = self.raw[name]

@@ -4,6 +4,7 @@ it names (the socket itself is :mod:`..run.admin`)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -65,6 +66,10 @@ def _locate(live: LiveFabric, r: m.Locate) -> dict:
     return lookup(live.resolver.cluster, r.name, lids=lids, peer=peer, source="fabric")
 
 
+# what each live fabric's watcher read last (kept: a reading costs what changed)
+_WATCHERS: weakref.WeakKeyDictionary[LiveFabric, watch.Watcher] = weakref.WeakKeyDictionary()
+
+
 def _watch(live: LiveFabric, r: m.Watch) -> dict:
     """The fabric's layout or its state now, written to a file beside the journal (the
     watcher reads it there: :mod:`.watch`); where, and what it holds."""
@@ -79,7 +84,10 @@ def _watch(live: LiveFabric, r: m.Watch) -> dict:
         watch.write_json(path, doc)
         return {"path": str(path), "rows": len(doc["ports"]["node"]), **clock}
     path = watch.state_path(folder, live.name)
-    arr = watch.state(live.sim, live.traffic)
+    w = _WATCHERS.get(live)
+    if w is None:
+        w = _WATCHERS[live] = watch.Watcher(live.sim)
+    arr = w.state(live.traffic, tuple(live.book.faults))
     watch.write_array(path, arr)
     return {"path": str(path), "rows": len(arr), "columns": list(watch.COLUMNS), **clock}
 

@@ -120,34 +120,78 @@ def layout(cluster: Cluster, sim: SimFabric, name: str) -> dict[str, Any]:
     }
 
 
-def state(sim: SimFabric, traffic=None) -> np.ndarray:
-    """Every port's state and counters now: a ``uint64`` array, a row per port of the
-    layout, the columns :data:`COLUMNS`.  Nothing is changed: what ``traffic`` (the
-    traffic engine, if any) counted but has not put into the ports' Counters yet is
-    added here, not settled (settling port by port would cost the loop seconds).
+class Watcher:
+    """The state of ``sim``'s ports, kept between readings so that each reading costs
+    what changed: a port's counters are taken again only when their version moved
+    (:class:`..fabric.counters.Counters`), and the state columns only when something a
+    PortInfo shows changed (the fabric's generation: every such change bumps it, or the
+    SMA would answer a stale PortInfo) or the faults in force did (what holds a port)."""
 
-    The walk fills flat ``array`` buffers rather than a list per port: at 260,000 ports
-    lists cost four times as much, most of it the garbage collector's."""
+    def __init__(self, sim: SimFabric):
+        self.sim = sim
+        self.ports = _ports(sim)
+        n = len(self.ports)
+        self.slots = np.array([(p.node.index, p.num) for p in self.ports], dtype=np.int64).reshape(
+            n, 2
+        )
+        self.counts = np.zeros((n, len(COUNTERS)), dtype=np.uint64)
+        # what each row was read from: its Counters and their version then (two flat
+        # lists: a tuple a port would be garbage the collector walks)
+        self.seen_from: list[object] = [None] * n
+        self.seen_version: list[int] = [-1] * n
+        self.head = np.zeros((n, len(STATE_COLUMNS)), dtype=np.uint64)
+        self.head_key: tuple | None = None
+
+    def state(self, traffic=None, faults: tuple = ()) -> np.ndarray:
+        """Every port's state and counters now (:func:`state`); ``faults``: the ids of
+        the faults in force (the state columns are read again when they change)."""
+        counts, seen_from, seen_version = self.counts, self.seen_from, self.seen_version
+        # the rows that changed and their values, gathered flat and put in at once (a
+        # row at a time into NumPy costs four times as much on a first reading)
+        rows, values = array("q"), array("Q")
+        put_row, put_values = rows.append, values.extend
+        for i, p in enumerate(self.ports):
+            if p.mad_out or p.mad_in:  # MADs not yet counted (what flush does for them)
+                p.counters.count_packets(p.mad_out, p.mad_in, MAD_WORDS)
+                p.mad_out = p.mad_in = 0
+            c = p.counters
+            if seen_version[i] != c.version or seen_from[i] is not c:
+                seen_from[i], seen_version[i] = c, c.version
+                put_row(i)
+                base = c.base_ext
+                if base:
+                    put_values([(v - base.get(k, 0)) & _MAX64 for k, v in c.raw.items()])
+                else:
+                    put_values(c.raw.values())
+        if rows:
+            changed = np.frombuffer(rows, dtype=np.int64)
+            counts[changed] = np.frombuffer(values, dtype=np.uint64).reshape(len(rows), -1)
+        key = (self.sim.generation.value, faults)
+        if key != self.head_key:
+            self.head = _heads(self.sim, len(self.ports))
+            self.head_key = key
+        out = np.empty((len(self.ports), len(COLUMNS)), dtype=np.uint64)
+        out[:, : len(STATE_COLUMNS)] = self.head
+        pending = traffic.unsettled(COUNTERS) if traffic is not None else None
+        if pending is not None:
+            first, due = pending
+            cols = first[self.slots[:, 0]] + self.slots[:, 1]
+            out[:, len(STATE_COLUMNS) :] = counts + due[:, cols].T.astype(np.uint64)
+        else:
+            out[:, len(STATE_COLUMNS) :] = counts
+        return out
+
+
+def _heads(sim: SimFabric, rows: int) -> np.ndarray:
+    """Every port's state columns (:data:`STATE_COLUMNS`)."""
     head = array("Q")
-    body = array("Q")
-    put, put_counts = head.extend, body.extend
-    slots = array("q")
+    put = head.extend
     for n in sim.nodes:
         sw = n.is_switch
         lid0 = n.ports[0].lid if sw and n.ports[0] is not None else 0
-        i = n.index
         for p in n.ports:
             if p is None:
                 continue
-            c = p.counters
-            if p.mad_out or p.mad_in:  # MADs not yet counted (what flush does for them)
-                c.count_packets(p.mad_out, p.mad_in, MAD_WORDS)
-                p.mad_out = p.mad_in = 0
-            base = c.base_ext
-            if base:
-                put_counts([(v - base.get(k, 0)) & _MAX64 for k, v in c.raw.items()])
-            else:
-                put_counts(c.raw.values())
             w, sp = p.width_trained, p.speed_trained
             put(
                 (
@@ -159,19 +203,16 @@ def state(sim: SimFabric, traffic=None) -> np.ndarray:
                     _SPEED_INDEX[sp.token] + 1 if sp is not None else 0,
                 )
             )
-            slots.append(i)
-            slots.append(p.num)
-    rows = len(slots) // 2
-    out = np.empty((rows, len(COLUMNS)), dtype=np.uint64)
-    out[:, : len(STATE_COLUMNS)] = np.frombuffer(head, dtype=np.uint64).reshape(rows, -1)
-    counts = np.frombuffer(body, dtype=np.uint64).reshape(rows, -1)
-    pending = traffic.unsettled(COUNTERS) if traffic is not None else None
-    if pending is not None:
-        first, due = pending
-        at = np.frombuffer(slots, dtype=np.int64).reshape(rows, 2)
-        counts = counts + due[:, first[at[:, 0]] + at[:, 1]].T.astype(np.uint64)
-    out[:, len(STATE_COLUMNS) :] = counts
-    return out
+    return np.frombuffer(head, dtype=np.uint64).reshape(rows, -1).copy()
+
+
+def state(sim: SimFabric, traffic=None) -> np.ndarray:
+    """Every port's state and counters now: a ``uint64`` array, a row per port of the
+    layout, the columns :data:`COLUMNS`.  Nothing is changed: what ``traffic`` (the
+    traffic engine, if any) counted but has not put into the ports' Counters yet is
+    added here, not settled (settling port by port would cost the loop seconds).  One
+    reading; a :class:`Watcher` keeps what it read, and reads again what changed."""
+    return Watcher(sim).state(traffic)
 
 
 def layout_path(folder: Path, name: str) -> Path:
