@@ -15,7 +15,9 @@ import os
 import socket
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import InputError, Problem
 
@@ -98,6 +100,18 @@ def open_state_file(path: Path, flags: int, mode: int = 0o600) -> int:
         what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}"
         raise UnsafeState([Problem(str(path), f"is {what}: refusing to use it")])
     return fd
+
+
+def replace_state_file(path: Path, write: Callable[[BinaryIO], object], tag: str = "") -> None:
+    """Replace ``path`` (a file in the state directory) atomically with what ``write``
+    writes to a new file beside it (``<name>[.tag].tmp``: ``tag`` keeps writers in
+    several processes apart), made 0600 and never through a symbolic link."""
+    tmp = path.with_name(f"{path.name}{'.' + tag if tag else ''}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        write(f)
+    tmp.replace(path)
 
 
 def bind_socket(path: Path, kind: int) -> socket.socket:

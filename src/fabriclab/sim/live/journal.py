@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ...errors import InputError, Problem
-from ...statedir import open_state_file
+from ...statedir import open_state_file, replace_state_file
 from ..fabric.counters import Counters
 from ..fabric.state import SimFabric
 from . import journal_model
@@ -35,12 +35,8 @@ def save(path: Path, doc: dict, counters: str | None = None) -> None:
     text = json.dumps({"version": VERSION, **doc}, separators=(",", ":"))
     if counters is not None:  # spliced in: the whole is still one JSON object
         text = f'{text[:-1]},"counters":{counters}}}'
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    tmp.replace(path)
+    data = text.encode()
+    replace_state_file(path, lambda f: f.write(data))
 
 
 def load(path: Path) -> dict:

@@ -18,7 +18,6 @@ no JSON of millions of numbers goes through the admin socket.
 from __future__ import annotations
 
 import json
-import os
 from array import array
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import numpy as np
 
 from ...ib.rates import SPEEDS
 from ...model.cluster import Cluster
-from ...statedir import open_state_file
+from ...statedir import replace_state_file
 from ..fabric.counters import NAMES
 from ..fabric.state import MAD_WORDS, SimFabric, SimPort
 
@@ -233,24 +232,11 @@ def remove(folder: Path, name: str) -> None:
 
 def write_json(path: Path, doc: Any) -> None:
     """Replace ``path`` (in the state directory) with ``doc`` as JSON, atomically."""
-    _replace(path, json.dumps(doc, separators=(",", ":")).encode())
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    replace_state_file(path, lambda f: f.write(data))
 
 
 def write_array(path: Path, arr: np.ndarray) -> None:
     """Replace ``path`` (in the state directory) with ``arr`` as a ``.npy`` file,
     atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "wb") as f:
-        np.save(f, arr, allow_pickle=False)
-    tmp.replace(path)
-
-
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    tmp.replace(path)
+    replace_state_file(path, lambda f: np.save(f, arr, allow_pickle=False))

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ...statedir import open_state_file, state_dir
+from ...statedir import open_state_file, replace_state_file, state_dir
 from .records import process_identity, process_state_of
 
 STOP_WAIT = 5.0  # seconds the API is given to stop before it is killed
@@ -26,14 +26,10 @@ def record_path(name: str) -> Path:
 def save(name: str, url: str, pid: int, auth: bool) -> None:
     """Record the API of fabric ``name`` (atomically, as the user's own file)."""
     path = record_path(name)
-    tmp = path.with_name(path.name + f".{pid}.tmp")
-    tmp.unlink(missing_ok=True)
     start, cmdline = process_identity(pid)
     doc = {"url": url, "pid": pid, "start": start, "cmdline": cmdline, "auth": auth}
-    fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(doc))
-    tmp.replace(path)
+    data = json.dumps(doc).encode()
+    replace_state_file(path, lambda f: f.write(data), tag=str(pid))
 
 
 def load(name: str) -> dict | None:

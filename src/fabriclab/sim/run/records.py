@@ -19,7 +19,7 @@ from pathlib import Path
 from ...errors import FabriclabError, InputError, Problem
 from ...ib import simwire
 from ...ib.simwire import DEFAULT_NAME
-from ...statedir import open_state_file, state_dir
+from ...statedir import open_state_file, replace_state_file, state_dir
 from ..wire import procfs
 
 
@@ -75,12 +75,8 @@ class Instance:
     def save(self) -> None:
         """Write the record (atomically, as the user's own file)."""
         state_dir(create=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(asdict(self), indent=1))
-        tmp.replace(self.path)
+        data = json.dumps(asdict(self), indent=1).encode()
+        replace_state_file(self.path, lambda f: f.write(data))
 
     @classmethod
     def load(cls, name: str) -> Instance:
