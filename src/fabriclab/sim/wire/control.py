@@ -24,7 +24,8 @@ from ..fabric.state import SimFabric, SimPort
 from . import procfs
 from .admission import Addresses
 from .client import Client
-from .transport import Stats, Transport, show_address
+from .stats import Stats
+from .transport import Transport, show_address
 
 log = logging.getLogger("fabriclab.sim")
 

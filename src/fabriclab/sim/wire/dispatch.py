@@ -32,7 +32,8 @@ from ..fabric.sma import Sma
 from ..fabric.state import SimPort
 from .agents import OUI_AT, VENDOR_RANGE2, receiver
 from .client import Client
-from .transport import Stats, Transport
+from .stats import Stats
+from .transport import Transport
 
 log = logging.getLogger("fabriclab.sim")
 

@@ -10,7 +10,8 @@ from ..fabric.state import SimPort
 from ..fabric.traps import Traps
 from .agents import receiver
 from .client import Client
-from .transport import Stats, Transport
+from .stats import Stats
+from .transport import Transport
 
 _SMI, _TRAP = int(MgmtClass.SMI), int(Method.TRAP)
 

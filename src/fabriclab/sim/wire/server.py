@@ -32,7 +32,8 @@ from .control import Control
 from .dispatch import Dispatch
 from .notices import SmClients
 from .ratelog import RateLimitedLog
-from .transport import Stats, Transport
+from .stats import Stats
+from .transport import Transport
 
 log = logging.getLogger("fabriclab.sim")
 
