@@ -77,6 +77,7 @@ def test_the_running_fabric_listings(tmp_path):
             "spec": "lab",
             "reach": f"IBSIM_SOCKNAME={f.name}",
             "opensm": "-",
+            "api": None,
         }
         f.ok("fault", "--name", f.name, "degrade", "LAB-IBLEAF-01[6]", "--speed", "HDR")
         [fault] = _json("fault", "--name", f.name, "list", "--json", env=f.env)
