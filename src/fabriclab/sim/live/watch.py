@@ -38,6 +38,7 @@ STATE_COLUMNS = ("lid", "state", "phys", "held", "lanes", "speed")
 COUNTERS = NAMES
 COLUMNS = STATE_COLUMNS + COUNTERS
 _SPEED_INDEX = {s: i for i, s in enumerate(SPEEDS)}
+_COUNTER_INDEX = {name: i for i, name in enumerate(COUNTERS)}
 _MAX64 = (1 << 64) - 1
 LAYOUT_VERSION = 1
 
@@ -171,13 +172,16 @@ class Watcher:
             self.head_key = key
         out = np.empty((len(self.ports), len(COLUMNS)), dtype=np.uint64)
         out[:, : len(STATE_COLUMNS)] = self.head
-        pending = traffic.unsettled(COUNTERS) if traffic is not None else None
+        body = out[:, len(STATE_COLUMNS) :]
+        body[:] = counts
+        pending = traffic.unsettled() if traffic is not None else None
         if pending is not None:
-            first, due = pending
-            cols = first[self.slots[:, 0]] + self.slots[:, 1]
-            out[:, len(STATE_COLUMNS) :] = counts + due[:, cols].T.astype(np.uint64)
-        else:
-            out[:, len(STATE_COLUMNS) :] = counts
+            first, due, moves = pending
+            at = first[self.slots[:, 0]] + self.slots[:, 1]
+            for k, names in enumerate(moves):
+                row = due[k, at].astype(np.uint64)  # one kind of count, every port
+                for name in names:
+                    body[:, _COUNTER_INDEX[name]] += row
         return out
 
 

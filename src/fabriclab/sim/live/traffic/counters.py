@@ -176,21 +176,14 @@ class TrafficCounters:
                     c.add(name, d)
         self.applied[:, i] = now
 
-    def unsettled(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+    def unsettled(self) -> tuple[np.ndarray, np.ndarray, tuple[tuple[str, ...], ...]] | None:
         """What traffic counted that the ports' Counters have not taken yet, left where it
-        is: each port's first slot (a node's port ``num`` is at ``slots[node.index] + num``)
-        and an array of a row per counter of ``names`` (zeros for those traffic does not
-        move), a column per slot; None when no flow ever ran."""
+        is: each node's first slot (a node's port ``num`` is at ``slots[node.index] +
+        num``), an array of a row per kind of count and a column per slot, and the
+        counters each row moves; None when no flow ever ran."""
         if not self.flows.n:
             return None
-        due = self.tot - self.applied
-        out = np.zeros((len(names), due.shape[1]), dtype=np.int64)
-        at = {name: i for i, name in enumerate(names)}
-        for k, moved in enumerate(_COUNTERS):
-            for name in moved:
-                if name in at:
-                    out[at[name]] += due[k]
-        return self.base, out
+        return self.base, self.tot - self.applied, _COUNTERS
 
     def settle_all(self, snap: Snapshot) -> None:
         """Put what traffic counted into every port's Counters."""

@@ -321,8 +321,8 @@ class TrafficEngine:
         the port they read)."""
         self._counts.settle_all(self._snapshot())
 
-    def unsettled(self, names: tuple[str, ...]):
-        return self._counts.unsettled(names)  # (see TrafficCounters.unsettled)
+    def unsettled(self):
+        return self._counts.unsettled()  # (see TrafficCounters.unsettled)
 
     # --- flows ------------------------------------------------------------------------
 
