@@ -33,7 +33,9 @@ def same(w: watch.Watcher, live: LiveFabric) -> np.ndarray:
     fresh = watch.state(live.sim, live.traffic)
     assert kept.shape == fresh.shape and kept.dtype == np.uint64
     diff = np.argwhere(kept != fresh)
-    assert not len(diff), [(watch.COLUMNS[c], int(kept[r, c]), int(fresh[r, c])) for r, c in diff[:5]]
+    assert not len(diff), [
+        (watch.COLUMNS[c], int(kept[r, c]), int(fresh[r, c])) for r, c in diff[:5]
+    ]
     return kept
 
 
