@@ -213,7 +213,7 @@ class Metrics:
         self.source = source
         self._lock = threading.Lock()
         self._ports: Ports | None = None
-        self.events = EventCounter(source.events_path)
+        self.events = EventCounter(source)
 
     def ports(self) -> Ports:
         layout = self.source.layout()

@@ -10,7 +10,7 @@ import json
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ class Source:
         self._events_lock = threading.Lock()
         self._tail = eventlog.Tail(events_path)
         self._kept: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self._severities: Counter[str] = Counter()  # every event read, by severity
         self._restarts = 0
 
     @classmethod
@@ -107,16 +108,29 @@ class Source:
         :data:`EVENTS_KEPT` kept in memory (the log's new lines read as it grows), or the
         log read whole for older ones."""
         with self._events_lock:
-            got = self._tail.new()
-            if self._tail.restarts != self._restarts:  # the fabric began a new log
-                self._restarts = self._tail.restarts
-                self._kept.clear()
-            self._kept.extend(got)
+            self._read_events()
             kept = list(self._kept) if not self._kept or since >= self._kept[0]["id"] - 1 else None
         if kept is None:
             return [e for e in eventlog.stream(self.events_path) if _id(e) > since]
         start = bisect.bisect_right([_id(e) for e in kept], since)
         return kept[start:]
+
+    def event_counts(self) -> tuple[int, Counter[str]]:
+        """The id of the last event read, and how many events of each severity the log
+        has held (counted from zero again when the fabric begins a new log)."""
+        with self._events_lock:
+            self._read_events()
+            return self._tail.since, Counter(self._severities)
+
+    def _read_events(self) -> None:
+        """Take the events logged since the last look (the caller holds the lock)."""
+        got = self._tail.new()
+        if self._tail.restarts != self._restarts:  # the fabric began a new log
+            self._restarts = self._tail.restarts
+            self._kept.clear()
+            self._severities.clear()
+        self._kept.extend(got)
+        self._severities.update(str(e.get("severity", "")) for e in got)
 
     def _read_layout(self) -> Layout:
         ans = self.request("watch", part="layout")
