@@ -13,6 +13,27 @@ import numpy as np
 
 from ..ib.rates import SPEEDS, WIDTHS
 
+# PortInfo PhysLinkState and PortState (IB spec vol. 1, 14.2.5.6) as UFM names them
+# (ufm_sdk_3.0 plugins/UFM_NDT_Plugin/ufm_plugin_ndt/topoparse/src/topoparse/
+# parse_utils.py, commit 16faf03, PHYSICAL_STATE_MAP / LOGICAL_STATE_MAP; others "N/A").
+PHYSICAL = (
+    "N/A",
+    "Sleep",
+    "Polling",
+    "Disabled",
+    "Port Configuration Training",
+    "Link Up",
+    "Link Error Recovery",
+    "Phy Test",
+)
+LOGICAL = ("N/A", "Down", "Initialize", "Armed", "Active")
+
+
+def state_name(names: tuple[str, ...], value: int) -> str:
+    """A PortState or PhysLinkState value's name in :data:`LOGICAL` or :data:`PHYSICAL`
+    ("Unknown" for one outside the table)."""
+    return names[value] if 0 < value < len(names) else "Unknown"
+
 
 class Layout:
     """Nodes and ports as columns (``nodes[key][i]``, ``ports[key][row]``), from the
@@ -107,4 +128,13 @@ def speed_token(layout: Layout, state: State, row: int) -> str:
     return layout.ports["speed"][row]
 
 
-__all__ = ["SPEEDS", "Layout", "State", "speed_token", "width_token"]
+__all__ = [
+    "LOGICAL",
+    "PHYSICAL",
+    "SPEEDS",
+    "Layout",
+    "State",
+    "speed_token",
+    "state_name",
+    "width_token",
+]

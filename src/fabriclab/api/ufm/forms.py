@@ -1,24 +1,10 @@
-"""UFM's value forms: the names of port states and severities, system roles and
+"""UFM's value forms: severities, system roles and
 models, and a port's label (``dname``), with where each comes from."""
 
 from __future__ import annotations
 
 import re
 
-# PortInfo PhysLinkState and PortState (IB spec vol. 1, 14.2.5.6) as UFM names them
-# (ufm_sdk_3.0 plugins/UFM_NDT_Plugin/ufm_plugin_ndt/topoparse/src/topoparse/
-# parse_utils.py, commit 16faf03, PHYSICAL_STATE_MAP / LOGICAL_STATE_MAP; others "N/A").
-PHYSICAL = (
-    "N/A",
-    "Sleep",
-    "Polling",
-    "Disabled",
-    "Port Configuration Training",
-    "Link Up",
-    "Link Error Recovery",
-    "Phy Test",
-)
-LOGICAL = ("N/A", "Down", "Initialize", "Armed", "Active")
 # UFM's severities, least first (NVIDIA "Events REST API": Info, Warning, Minor, Critical)
 SEVERITIES = ("Info", "Warning", "Minor", "Critical")
 INFO, WARNING, MINOR, CRITICAL = range(4)

@@ -19,15 +19,13 @@ from functools import cached_property
 
 import numpy as np
 
-from ..view import Layout, State
+from ..view import LOGICAL, PHYSICAL, Layout, State
 from .forms import (
     ACTIVE,
     CRITICAL,
     FAULT_SEVERITY,
     LINK_UP,
-    LOGICAL,
     MINOR,
-    PHYSICAL,
     SEVERITIES,
     TARGET,
     UFM_ROLE,

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ApiError
 from ..source import Source
-from ..view import State, speed_token, width_token
+from ..view import LOGICAL, PHYSICAL, State, speed_token, state_name, width_token
 from .graph import Topo
 from .meter import Links, Meter
 
@@ -19,18 +19,6 @@ STATE_MAX_AGE = 0.25  # seconds a state reading serves every request and stream,
 READ_SHARE = 0.2  # at most this share of the time reading the state (a large fabric's
 # reading takes the server's loop a while: 0.3-0.5 s at 8,192 trays): a reading then
 # serves for 1 / READ_SHARE times as long as it took
-# PortInfo PortState and PortPhysicalState names (IBA vol 1, 14.2.5.6 table 146), in the
-# form UFM's port records give them (ufm_sdk_3.0 topoparse parse_utils.py)
-LOGICAL = {1: "Down", 2: "Initialize", 3: "Armed", 4: "Active"}
-PHYSICAL = {
-    1: "Sleep",
-    2: "Polling",
-    3: "Disabled",
-    4: "Port Configuration Training",
-    5: "Link Up",
-    6: "Link Error Recovery",
-    7: "Phy Test",
-}
 
 
 class Reading:
@@ -80,8 +68,8 @@ class Reading:
             "port": int(lay.ports["num"][row]),
             "target": f"{lay.nodes['name'][node]}[{lay.ports['num'][row]}]",
             "lid": state.value(row, "lid"),
-            "logical_state": LOGICAL.get(state.value(row, "state"), "Unknown"),
-            "physical_state": PHYSICAL.get(state.value(row, "phys"), "Unknown"),
+            "logical_state": state_name(LOGICAL, state.value(row, "state")),
+            "physical_state": state_name(PHYSICAL, state.value(row, "phys")),
             "held": state.value(row, "held"),
             "width": width_token(lay, state, row),
             "speed": speed_token(lay, state, row),
