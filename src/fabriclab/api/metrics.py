@@ -11,7 +11,6 @@ state array) and streamed a piece at a time; the few small series are
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -211,16 +210,10 @@ class Metrics:
 
     def __init__(self, source: Source):
         self.source = source
-        self._lock = threading.Lock()
-        self._ports: Ports | None = None
         self.events = EventCounter(source)
 
     def ports(self) -> Ports:
-        layout = self.source.layout()
-        with self._lock:
-            if self._ports is None or self._ports.layout is not layout:
-                self._ports = Ports(layout)
-            return self._ports
+        return self.source.derived(Ports)
 
     def scrape(self) -> Iterator[bytes]:
         """The whole exposition, a family (or a few small ones) at a time."""

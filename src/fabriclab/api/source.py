@@ -13,7 +13,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..statedir import open_state_file, state_dir
 from .view import Layout, State
 
 Send = Callable[[dict], Any]
+T = TypeVar("T")
 STATE_MAX_BYTES = 1 << 31  # a state file larger than this is not read (a damaged one)
 LAYOUT_MAX_BYTES = 1 << 30
 EVENTS_KEPT = 100_000  # the newest events kept in memory (older ones: the log is read)
@@ -45,6 +46,9 @@ class Source:
         self._lock = threading.Lock()
         self._layout: Layout | None = None
         self._state: State | None = None
+        self._derived_lock = threading.Lock()
+        self._derived: dict[Callable[[Layout], Any], Any] = {}
+        self._derived_from: Layout | None = None
         self._events_lock = threading.Lock()
         self._tail = eventlog.Tail(events_path)
         self._kept: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
@@ -76,6 +80,17 @@ class Source:
             if self._layout is None:
                 self._layout = self._read_layout()
             return self._layout
+
+    def derived(self, make: Callable[[Layout], T]) -> T:
+        """What ``make`` makes of the layout (a part's labels, records, topology), made
+        once per layout: again only when the fabric comes back with another one."""
+        layout = self.layout()
+        with self._derived_lock:
+            if self._derived_from is not layout:
+                self._derived, self._derived_from = {}, layout
+            if make not in self._derived:
+                self._derived[make] = make(layout)
+            return self._derived[make]
 
     def state(self, max_age: float = 0.0) -> State:
         """The fabric's state now, or as read less than ``max_age`` seconds ago."""

@@ -7,7 +7,6 @@ request body bounded (:mod:`..bodylimit`)."""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -48,15 +47,9 @@ class Ufm:
     def __init__(self, source: Source):
         self.source = source
         self.jobs = actions.Jobs()
-        self._records: Records | None = None
-        self._lock = threading.Lock()
 
     def records(self) -> Records:
-        layout = self.source.layout()
-        with self._lock:
-            if self._records is None or self._records.layout is not layout:
-                self._records = Records(layout)
-            return self._records
+        return self.source.derived(Records)
 
     def now(self):
         """The records, the state (at most a second old) and the faults in force."""

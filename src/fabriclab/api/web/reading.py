@@ -5,7 +5,6 @@ and one port's state and counters."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -26,19 +25,11 @@ class Reading:
 
     def __init__(self, source: Source):
         self.source = source
-        self._lock = threading.Lock()
-        self._topo: Topo | None = None
-        self._meter: Meter | None = None
         self._cost = 0.0  # seconds the last reading of the state took
 
     def current(self) -> tuple[Topo, Links]:
         """The topology and the links now."""
-        layout = self.source.layout()
-        with self._lock:
-            if self._topo is None or self._topo.layout is not layout:
-                self._topo, self._meter = Topo(layout), Meter(layout)
-            topo, meter = self._topo, self._meter
-        assert meter is not None
+        topo, meter = self.source.derived(Topo), self.source.derived(Meter)
         return topo, meter.links(self.state())
 
     def state(self) -> State:
