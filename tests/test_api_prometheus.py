@@ -37,9 +37,12 @@ MTU = 4096  # the lab's NDR links' path MTU
 RATE = 2_000_000_000  # the flow's payload, bytes per second
 LEAF = "LAB-IBLEAF-01"
 
-pytestmark = pytest.mark.skipif(
-    not Path(PROMETHEUS).exists(), reason="needs Debian's prometheus (apt install prometheus)"
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _prometheus_installed():
+    """The install script installs Prometheus: missing, it is a failure, not a skip."""
+    if not Path(PROMETHEUS).exists():
+        pytest.fail(f"{PROMETHEUS} missing: run scripts/install-system-deps.sh")
 
 
 def test_promtool_checks_the_exporters_rules():
