@@ -25,7 +25,7 @@ from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
-from ..wire import admission
+from ..wire import admission, record
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.hosttcp import HostTcp, make_token, parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
@@ -262,7 +262,7 @@ def _serve(
                 )
             ]
         ) from None
-    live, admin = _go_live(req, cluster, srv)
+    live, admin = _go_live(req, cluster, srv, record.from_env(srv, os.environ))
     link = None
     tcp = None
     if addr is None:  # the host library is for tools on this machine (or, told, over TCP)
@@ -349,7 +349,7 @@ def _serve(
         )
 
 
-def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveFabric, AdminServer]:
+def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer, recorder=None):
     """The live fabric on ``srv`` (its clock, journal and event log; restored from the
     journal with ``--resume``) and its admin socket, served in the server's loop."""
     state = state_dir(create=True)
@@ -382,7 +382,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     if doc is not None:
         live.restore(doc, f"journal {path}")
     live.save()
-    answer = functools.partial(admin_requests.answer, live)
+    answer = record.admin(recorder, functools.partial(admin_requests.answer, live))
     admin = AdminServer(admin_path(state, req.name), answer, srv.transport)
     admin.bind()
     srv.transport.on_wake = live.wake
