@@ -122,8 +122,10 @@ def _sm_log(path: Path) -> str:
 def session(f: Fabric) -> None:
     """OpenSM's first sweep and a light sweep, perfquery, a fault, ibnetdiscover."""
     log = f.work / "opensm-session.log"
+    conf = f.work / "opensm.conf"
+    conf.write_text("force_log_flush TRUE\n")  # SUBNET UP reaches the log at once
     sm = subprocess.Popen(
-        ["opensm", "-e", "-s", "2", "-f", str(log)],
+        ["opensm", "-F", str(conf), "-e", "-s", "2", "-f", str(log)],
         env=f.tool_env(),
         cwd=f.work,
         stdin=subprocess.DEVNULL,
@@ -187,7 +189,7 @@ def main() -> None:
     ap.add_argument("--out", default="tests/fixtures/madrec")
     ap.add_argument("streams", nargs="*", default=list(FIXTURE_STREAMS))
     a = ap.parse_args()
-    out = Path(a.out)
+    out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = {"FABRICLAB_MAD_CORE": "python"}  # what the reference path is handed
     for kind in a.streams:
