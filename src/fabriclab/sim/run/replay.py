@@ -18,7 +18,7 @@ until the replay ends.
 
 from __future__ import annotations
 
-import os
+import json
 import select
 import socket
 import subprocess
@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...ib import simwire
 from ..wire import record
@@ -100,9 +101,7 @@ class Replay:
     ``admin(request)`` performs an admin request (None: they are skipped); ``wait``:
     the most seconds a step waits for what the recording saw come back."""
 
-    def __init__(
-        self, name: str, admin: Callable[[dict], object] | None = None, wait: float = 5.0
-    ):
+    def __init__(self, name: str, admin: Callable[[dict], object] | None = None, wait: float = 5.0):
         self.name = name
         self.admin = admin
         self.wait = wait
@@ -305,8 +304,6 @@ def _disconnects(r: record.Record) -> bool:
 
 def _admin_result(admin: Callable[[dict], object], request: dict) -> bytes:
     """An admin request's result (or its error), without the clock's readings."""
-    import json
-
     try:
         result = admin(request)
     except Exception as e:  # the server's answer to it, as the recording's got
@@ -322,6 +319,6 @@ def _timeless(v):
     return v
 
 
-def replay_file(path: os.PathLike, name: str, **kw) -> Outcome:
+def replay_file(path: Path, name: str, **kw) -> Outcome:
     """Play the recording at ``path`` against the server ``name``."""
     return Replay(name, **kw).run(list(record.read(path)))

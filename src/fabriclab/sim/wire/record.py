@@ -129,7 +129,7 @@ class Recorder:
             self.close()
 
         t.on_control, t.on_mad, t.on_detach = control, mad, detached
-        t.reply, t.open_data_socket, t.close = answer, data_socket, closing  # type: ignore[method-assign]
+        t.reply, t.open_data_socket, t.close = answer, data_socket, closing
 
     def write(self, kind: int, client: int, data: bytes) -> None:
         """Append one record."""
