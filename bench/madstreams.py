@@ -11,7 +11,8 @@ Streams (each on a freshly started fabric, the tools attached at the spec's firs
 - ``opensm``: ``opensm -o`` (one sweep to SUBNET UP, then exit) and ibnetdiscover, for the
   benchmark's large fabric.
 
-    python bench/madstreams.py [--spec lab] [--out tests/fixtures/madrec]
+    python bench/madstreams.py [--spec lab] [--out DIR] [STREAM ...]
+    scripts/record-mad-streams          (the fixtures: --out tests/fixtures/madrec)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.sim.run import admin, tools
+from fabriclab.sim.wire import record
 from fabriclab.spec.load import load_spec
 
 FIXTURE_STREAMS = ("ibnetdiscover", "session")
@@ -186,15 +188,24 @@ def record_stream(kind: str, spec: str, out: Path, env: dict | None = None) -> P
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spec", default="lab")
-    ap.add_argument("--out", default="tests/fixtures/madrec")
+    ap.add_argument(
+        "--out",
+        help="where the streams go (scripts/record-mad-streams: tests/fixtures/madrec); "
+        "by default a temporary directory, removed after their sizes are printed",
+    )
     ap.add_argument("streams", nargs="*", default=list(FIXTURE_STREAMS))
     a = ap.parse_args()
-    out = Path(a.out).resolve()
+    out = Path(a.out).resolve() if a.out else Path(tempfile.mkdtemp(prefix="fl-madstreams-"))
     out.mkdir(parents=True, exist_ok=True)
     env = {"FABRICLAB_MAD_CORE": "python"}  # what the reference path is handed
-    for kind in a.streams:
-        path = record_stream(kind, a.spec, out / f"{a.spec}-{kind}.madrec.gz", env)
-        print(f"{path}: {path.stat().st_size} bytes")
+    try:
+        for kind in a.streams:
+            path = record_stream(kind, a.spec, out / f"{a.spec}-{kind}.madrec.gz", env)
+            n = sum(1 for r in record.read(path) if r.kind == record.MAD_IN)
+            print(f"{path}: {kind}, {n} MADs, {path.stat().st_size} bytes")
+    finally:
+        if not a.out:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
