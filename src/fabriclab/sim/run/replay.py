@@ -139,7 +139,9 @@ class Replay:
                     want += 1
                 elif k == record.ATTACH:
                     attached.append(records[j].client)
-                elif k == record.DETACH and not _disconnects(r):
+                elif k == record.DETACH and r.kind != record.CTL_IN:
+                    # (one a control record brings, the replay's server does as well:
+                    # a DISCONNECT, or a CONNECT replacing a client with the same key)
                     leaving.append(records[j].client)
                 j += 1
             i = j
@@ -169,14 +171,19 @@ class Replay:
         """A control record: a CONNECT starts a client; the others go from its socket
         with the server's id for it."""
         cl = self.by_addr.get(r.client)
-        ctl = simwire.Ctl.decode(r.data)
-        if ctl.type == simwire.CTL_CONNECT and cl is None:
+        try:
+            ctl = simwire.Ctl.decode(r.data)
+        except ValueError:  # a malformed one, sent as it was (from a client's socket)
+            ctl = None
+        if ctl is not None and ctl.type == simwire.CTL_CONNECT and cl is None:
             self.by_addr[r.client] = self._start(r.data, r.client)
             return
         if cl is None:
             return
         raw = bytearray(r.data)
-        if cl.id >= 0:
+        if ctl is not None and ctl.type == simwire.CTL_CONNECT:  # the client starting over
+            raw[_KEY_AT : _KEY_AT + 4] = cl.proc.pid.to_bytes(4, "little")
+        elif ctl is not None and cl.id >= 0:
             raw[_CLIENTID_AT : _CLIENTID_AT + 4] = cl.id.to_bytes(4, "little")
         cl.ctl.send(raw)
 
