@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from fabric_server import fabric_up
+from helpers import served
+from simclient import SimClient, dr_smp
 
 from fabriclab.ib import simwire
+from fabriclab.model.build import build
 from fabriclab.sim.run import admin, replay
 from fabriclab.sim.wire import record
+from fabriclab.spec.load import load_spec
 
 STREAMS = sorted((FIXTURES / "madrec").glob("*.madrec.gz"))
 CORES = ("python", "native")
@@ -94,6 +98,46 @@ def test_the_recorder_records_a_real_ibnetdiscover_that_replays_alike(
         out = replay.Replay(f.name, admin=_admin(f)).run(records)
     assert out.missing == 0
     assert [b for _c, b in out.received()] == [r.data for r in outs]
+
+
+def test_the_recorder_writes_what_the_server_took_and_sent_in_order(tmp_path):
+    """In process: a client attaches, asks a NodeInfo one hop away, sends a datagram of
+    the wrong size, and leaves; the recording holds each in the server's order, the
+    answer as the client got it; replayed through a fresh server, the same answers."""
+    cluster = build(load_spec("lab"))
+    path = tmp_path / "x.madrec.gz"
+    with served(cluster) as srv:
+        rec = record.Recorder(srv, path)
+        with SimClient(srv.name, "sched-worker1") as c:
+            c.send_raw(simwire.request(0xFFFF, 0, dr_smp(0x11, [1])))
+            answer = c.recv_raw()
+            c.send_raw(b"short")
+            c.request(dr_smp(0x15, [1, 1], tid=2))
+        rec.close()
+    records = list(record.read(path))
+    kinds = [record.KIND_NAMES[r.kind] for r in records]
+    assert kinds == [
+        "ctl-in", "ctl-out", "attach",  # the CONNECT
+        "mad-in", "mad-out", "mad-in",  # the NodeInfo and its answer; the short datagram
+        "mad-in", "mad-out",  # the PortInfo, two hops away
+        "ctl-in", "detach", "ctl-out",  # the DISCONNECT
+    ]  # fmt: skip
+    assert records[4].data == answer and records[5].data == b"short"
+    att = records[2].json()
+    assert att["nodeid"] == "sched-worker1" and att["port"] == 1 and att["issm"] is False
+    guid = cluster.locate("sched-worker1", switches=True)[0].node.guid
+    assert att["guid"] == f"0x{guid:016x}"
+    with served(cluster) as srv:
+        out = replay.Replay(srv.name, wait=5).run(records)
+    assert out.missing == 0 and out.mads == 3
+    assert out.steps == [
+        [(record.CTL_OUT, 0, records[1].data)],
+        [(record.MAD_OUT, 0, records[4].data)],
+        [],
+        [(record.MAD_OUT, 0, records[7].data)],
+        [(record.CTL_OUT, 0, records[10].data)],
+    ]
+    assert replay.expected(records) == out.steps
 
 
 def test_a_file_that_is_not_a_recording_is_refused(tmp_path):
