@@ -35,6 +35,7 @@ from .traffic import commands as traffic_commands
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
+_ADDED_MIN = 1 << 16  # bytes of lines the journal may gather before it is written whole
 # What catching up with wall time may spend (seconds) before the rest due is carried out
 # at once, coalesced (a FELL_BEHIND event says so): the MADs and the admin socket wait
 # for no longer than this.
@@ -70,6 +71,9 @@ class LiveFabric:
             else MemoryLog(clock)
         )
         self.journal_path = journal.journal_path(state, name) if state is not None else None
+        self.ledger = journal.Ledger(self.sim, traffic)
+        self._base = 0  # bytes of the journal's first line, once this run wrote it
+        self._added = 0  # bytes of the lines added since
         self.book = FaultBook(self)
         self.scenarios: list[Scenario] = []
         self.traffic = traffic
@@ -391,17 +395,23 @@ class LiveFabric:
             self.meta, self.clock, self.book, self.scenarios, self.traffic, self.sim, counters
         )
 
-    def save(self) -> None:
-        """Write the journal now."""
+    def save(self, whole: bool = False) -> None:
+        """Write the journal now: a line with what changed, or (``whole``, and when the
+        lines added have grown as long as the first) the whole of it, with the counters
+        MADs moved."""
         self._changed()  # every change is saved: the loop's next wake-up may be sooner
         if self.journal_path is None:
             return
         t0 = time.monotonic()
-        journal.save(
-            self.journal_path, self.snapshot(counters=False), journal.counters_json(self.sim)
-        )
-        self._saved = time.monotonic()
-        self._save_cost = self._saved - t0
+        doc = self.snapshot(counters=False)
+        self.ledger.take(mads=whole)
+        if whole or not self._base or self._added > max(self._base, _ADDED_MIN):
+            self._base = journal.save(self.journal_path, doc, self.ledger.whole())
+            self._added = 0
+            self._saved = time.monotonic()
+            self._save_cost = self._saved - t0
+        else:
+            self._added += journal.append(self.journal_path, doc, self.ledger.since())
 
     def _periodic_save(self) -> None:
         if self.journal_path is None:
@@ -409,7 +419,7 @@ class LiveFabric:
         # a big fabric's counters take a while to write: never more than a tenth of the time
         every = max(_JOURNAL_EVERY, 10 * getattr(self, "_save_cost", 0.0))
         if time.monotonic() - self._saved >= every:
-            self.save()
+            self.save(whole=True)
 
     def restore(self, doc: dict, source: str = "journal") -> None:
         """Bring back a journal's state (``up --resume``; ``doc`` as
@@ -426,11 +436,12 @@ class LiveFabric:
             lambda step: scenario_run.check_step(self, step),
             source,
         )
+        self.ledger.forget()  # the ports' Counters are new
         self._last = self.clock.now()
 
     def close(self) -> None:
         """Save the journal one last time, close the event log, remove the watch files."""
-        self.save()
+        self.save(whole=True)
         self.events.close()
         if self.journal_path is not None:
             watch.remove(self.journal_path.parent, self.name)

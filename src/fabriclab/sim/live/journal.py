@@ -1,10 +1,14 @@
 """The live fabric's journal: what ``up --resume`` needs to bring a fabric back as it was
 (faults and their progress, scenarios, traffic flows, every port's counters, the clock).
 
-It is one JSON document in the state directory (``<name>.journal``), replaced whole
-(written beside it, then renamed) each time something changes, so a ``kill -9`` at any
-moment leaves either the previous state or the new one, never a torn file.  A counter
-that only MADs moved is written at the next periodic save (every couple of seconds).
+It is a JSON document in the state directory (``<name>.journal``): its first line the
+whole state, written beside it then renamed (every couple of seconds, and when the lines
+added grow as long as it), so that a ``kill -9`` at any moment leaves either the
+previous file or the new one; each change in between adds a line, the state then with
+only the counters that changed since the line before (a :class:`Ledger` keeps the
+counters' JSON, so a save costs what changed, not the fabric).  A line cut short by a
+``kill -9`` lacks its newline and is left out when the journal is read.  A counter that
+only MADs moved is written at the next periodic save.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pydantic import ValidationError
 from ...errors import InputError, Problem
 from ...statedir import open_state_file, replace_state_file
 from ..fabric.counters import Counters
-from ..fabric.state import SimFabric
+from ..fabric.state import MAD_WORDS, SimFabric
 from . import journal_model
 
 VERSION = 1
@@ -29,19 +33,40 @@ def journal_path(state: Path, name: str) -> Path:
     return state / f"{name}.journal"
 
 
-def save(path: Path, doc: dict, counters: str | None = None) -> None:
-    """Replace the journal with ``doc`` (atomically); ``counters``: its counters
-    document already in JSON (:func:`counters_json`)."""
+def _text(doc: dict, counters: str | None) -> bytes:
     text = json.dumps({"version": VERSION, **doc}, separators=(",", ":"))
     if counters is not None:  # spliced in: the whole is still one JSON object
         text = f'{text[:-1]},"counters":{counters}}}'
-    data = text.encode()
+    return (text + "\n").encode()
+
+
+def save(path: Path, doc: dict, counters: str | None = None) -> int:
+    """Replace the journal with ``doc`` (atomically); ``counters``: its counters
+    document already in JSON (:meth:`Ledger.whole`).  The bytes written."""
+    data = _text(doc, counters)
     replace_state_file(path, lambda f: f.write(data))
+    return len(data)
+
+
+def append(path: Path, doc: dict, counters: str) -> int:
+    """Add a line to the journal: ``doc`` as it is now, with the counters that changed
+    since the line before (:meth:`Ledger.since`); one write, so that a ``kill -9``
+    leaves the line whole or short of its newline (then :func:`load` leaves it out).
+    The bytes written."""
+    data = _text(doc, counters)
+    fd = open_state_file(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return len(data)
 
 
 def load(path: Path) -> dict:
-    """The journal's document, checked whole (:mod:`.journal_model`); an InputError
-    when there is none, it cannot be read or a field is wrong: one line,
+    """The journal's document, checked whole (:mod:`.journal_model`): its first line,
+    then each line added since (the state then, with the counters that changed), the
+    last line left out when it is short of its newline (a write cut by a ``kill -9``).
+    An InputError when there is none, it cannot be read or a field is wrong: one line,
     ``journal PATH: FIELD: what``."""
     try:
         with os.fdopen(open_state_file(path, os.O_RDONLY), "rb") as f:
@@ -52,50 +77,147 @@ def load(path: Path) -> dict:
         ) from None
     except OSError as e:
         raise InputError([Problem(str(path), f"unreadable journal: {e}")]) from None
+    lines = text.split(b"\n")
+    if len(lines) > 1 and lines[-1]:  # a line added and cut short: the state before it
+        lines[-1] = b""
+    first, *rest = [line for line in lines if line] or [b""]
+    doc = _checked(path, first, "")
+    counters = doc["counters"]
+    for i, line in enumerate(rest, 2):
+        doc = _checked(path, line, f"line {i}: ")
+        counters.update(doc["counters"])
+        doc["counters"] = counters
+    return doc
+
+
+def _checked(path: Path, text: bytes, where: str) -> dict:
     try:  # parsed and checked at once; nesting is bounded by the parser
         doc = journal_model.JournalDoc.model_validate_json(text)
     except ValidationError as e:
         first = e.errors(include_url=False, include_input=False)[0]
         if first["type"] == "json_invalid":
-            raise InputError([Problem(str(path), f"unreadable journal: {first['msg']}")]) from None
+            raise InputError(
+                [Problem(str(path), f"unreadable journal: {where}{first['msg']}")]
+            ) from None
         if first["loc"][:1] == ("version",) or first["loc"] == ():
-            raise InputError([Problem(str(path), f"not a version {VERSION} journal")]) from None
-        raise InputError([Problem(f"journal {path}", journal_model.problem(e))]) from None
+            raise InputError(
+                [Problem(str(path), f"{where}not a version {VERSION} journal")]
+            ) from None
+        raise InputError([Problem(f"journal {path}", where + journal_model.problem(e))]) from None
     return doc.model_dump()
 
 
-def _taken(sim: SimFabric):
-    """Every port's counters that moved, as (key, entry, entry's JSON), each port's
-    taken anew only if they moved since the last time (a fabric's worth of counters
-    costs tens of milliseconds to encode, and the journal is saved after every fault)."""
+def _entry(n_index: int, p, c: Counters) -> tuple[str, list, str] | None:
+    """Port ``p``'s counters as the journal keeps them: (key, entry, the entry's JSON as
+    a member of an object), or None when they hold nothing."""
+    raw = {k: v for k, v in c.raw.items() if v}
+    det = {k: v for k, v in c.details.items() if v}
+    if not (raw or det or c.base or c.base_ext):
+        return None
+    key = f"{n_index}:{p.num}"
+    entry = [raw, dict(c.base), dict(c.base_ext), det, dict(c.details_base)]
+    return key, entry, json.dumps({key: entry}, separators=(",", ":"))[1:-1]
+
+
+def _ports(sim: SimFabric):
     for n in sim.nodes:
         for p in n.ports:
-            if p is None:
-                continue
-            c = p.flush()
-            if c.moved:  # else what the last save took still holds
-                c.moved = False
-                raw = {k: v for k, v in c.raw.items() if v}
-                det = {k: v for k, v in c.details.items() if v}
-                if raw or det or c.base or c.base_ext:
-                    key = f"{n.index}:{p.num}"
-                    entry = [raw, dict(c.base), dict(c.base_ext), det, dict(c.details_base)]
-                    c.saved = (key, entry, json.dumps({key: entry}, separators=(",", ":"))[1:-1])
-                else:
-                    c.saved = None
-            if c.saved is not None:
-                yield c.saved
+            if p is not None:
+                yield n.index, p
 
 
 def counters_doc(sim: SimFabric) -> dict[str, list]:
-    """Every port's counters that moved: ``"node:port"`` -> [running totals, PortCounters
-    reset points, extended reset points, details, details' reset points]."""
-    return {key: entry for key, entry, _ in _taken(sim)}
+    """Every port's counters that moved from zero: ``"node:port"`` -> [running totals,
+    PortCounters reset points, extended reset points, details, details' reset points]
+    (a full walk, MADs and traffic counted in first; the journal's saves keep a
+    :class:`Ledger` instead)."""
+    out = {}
+    for ni, p in _ports(sim):
+        e = _entry(ni, p, p.flush())
+        if e is not None:
+            out[e[0]] = e[1]
+    return out
 
 
-def counters_json(sim: SimFabric) -> str:
-    """:func:`counters_doc`'s document in JSON."""
-    return "{" + ",".join(text for _, _, text in _taken(sim)) + "}"
+class Ledger:
+    """The counters' part of the journal, kept between saves so that a save costs the
+    ports whose counters moved since the last one, not the fabric.
+
+    Each port's Counters join :attr:`dirty` when they move (:meth:`Counters.touch`,
+    once the ledger has taken them); a save encodes only those again.  MADs crossing a
+    port are tallied on the port, not in its Counters, until it is read: :meth:`take`
+    with ``mads`` counts them in (a walk of every port, for the periodic saves)."""
+
+    def __init__(self, sim: SimFabric, traffic=None):
+        self.sim = sim
+        self.traffic = traffic
+        self.dirty: set[Counters] = set()
+        self.owner: dict[Counters, tuple[int, object]] = {}
+        self.pieces: dict[str, str] = {}  # key -> its entry's JSON, for each port held
+        self.changed: set[str] = set()  # keys whose piece changed since the last write
+        self.cold = True
+
+    def forget(self) -> None:
+        """Counters were replaced (a journal brought back): take every port anew."""
+        self.cold = True
+
+    def take(self, mads: bool = False) -> None:
+        """Bring the pieces up to the counters now: those that moved (and, with
+        ``mads``, those MADs moved)."""
+        if self.traffic is not None and self.traffic.unsettled() is not None:
+            self.traffic.settle_all()  # traffic counted into the ports' Counters (marks them)
+        if self.cold:
+            self._take_all()
+            return
+        if mads:
+            for _, p in _ports(self.sim):
+                if p.mad_out or p.mad_in:  # what flush does for MADs
+                    p.counters.count_packets(p.mad_out, p.mad_in, MAD_WORDS)
+                    p.mad_out = p.mad_in = 0
+        dirty, owner = self.dirty, self.owner
+        while dirty:
+            c = dirty.pop()
+            c.moved = False
+            ni, p = owner[c]
+            self._put(ni, p, c)
+
+    def _take_all(self) -> None:
+        self.dirty.clear()
+        self.owner.clear()
+        self.pieces.clear()
+        self.changed.clear()
+        for ni, p in _ports(self.sim):
+            c = p.flush()
+            c.moved = False
+            c.dirty = self.dirty
+            self.owner[c] = (ni, p)
+            self._put(ni, p, c)
+        self.dirty.clear()  # (flush may have moved some)
+        self.cold = False
+
+    def _put(self, ni: int, p, c: Counters) -> None:
+        e = _entry(ni, p, c)
+        key = f"{ni}:{p.num}"
+        if e is None:
+            if self.pieces.pop(key, None) is not None:
+                self.pieces[key] = f'"{key}":[{{}},{{}},{{}},{{}},{{}}]'  # back to nothing
+                self.changed.add(key)
+            return
+        if self.pieces.get(key) != e[2]:
+            self.pieces[key] = e[2]
+            self.changed.add(key)
+
+    def whole(self) -> str:
+        """Every port's counters, as JSON; the changes since are written anew."""
+        self.changed.clear()
+        return "{" + ",".join(self.pieces.values()) + "}"
+
+    def since(self) -> str:
+        """The counters that changed since the last :meth:`whole` or :meth:`since`."""
+        pieces = self.pieces
+        text = "{" + ",".join(pieces[k] for k in self.changed) + "}"
+        self.changed.clear()
+        return text
 
 
 def restore_counters(sim: SimFabric, doc: dict) -> None:
