@@ -260,7 +260,8 @@ class Fabric:
             by_text: dict[str, Node] = {}
             for n in self.nodes:
                 by_text.setdefault(n.desc, n)
-                by_text.setdefault(n.name, n)
+                if n.name is not None:
+                    by_text.setdefault(n.name, n)
             self._by_text = by_text
         return self._by_text.get(text)
 
