@@ -270,6 +270,7 @@ def test_answers_untaken_for_stall_max_close_the_client(monkeypatch):
 def test_stats_say_what_each_operations_requests_cost_the_loop(server):
     """``stats``' ``requests``: each operation's count, total and recent median and
     maximum seconds (how bench/storm.py reads what a fault request costs)."""
+
     def fault_cost() -> dict:
         got = ask(server, {"op": "stats"})["result"]["requests"]
         return next((c for c in got if c["op"] == "fault"), {"count": 0})
