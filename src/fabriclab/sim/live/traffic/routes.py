@@ -53,7 +53,9 @@ def partition(snap: Snapshot, r: Routes, on_trap: OnTrap | None) -> Routes:
     checks of its path (:func:`...fabric.partitions.enforce`, once per distinct path); a flow
     refused on the way ends where it is refused, its hops cut there.  A refusal that
     raises a trap sends it through ``on_trap``, once per flow."""
-    if partitions.all_default(snap.ports):
+    if snap.default_pkeys is None:
+        snap.default_pkeys = partitions.all_default(snap.ports)
+    if snap.default_pkeys:
         return r  # every table the default partition alone: every check passes
     ports, peer = snap.ports, snap.peer
     seen: dict[tuple[int, ...], partitions.Drop | None] = {}
@@ -130,3 +132,41 @@ class Crossings:
         self.seg_port = used
         self.seg_peer = snap.peer[used]
         self.weight = (r.mtu + WIRE_OVERHEAD_BYTES) / r.mtu
+
+
+def touching(snap: Snapshot, r: Routes, src: np.ndarray, dst: np.ndarray, at: np.ndarray):
+    """The flows (indices into ``r``) whose route a change at flat ports ``at`` may
+    move: those starting or ending there, leaving by or arriving at one of them on
+    the way, or dropped at one of them."""
+    mark = np.zeros(snap.nports, dtype=bool)
+    mark[at] = True
+    hops = r.hops
+    hit = mark[hops] | mark[snap.peer[hops]]
+    owner = np.repeat(np.arange(len(r.end)), np.diff(r.ptr))
+    flows = np.zeros(len(r.end), dtype=bool)
+    flows[owner[hit]] = True
+    flows |= mark[src] | mark[dst]
+    dropped = r.at >= 0
+    flows[dropped] |= mark[r.at[dropped]]
+    return np.flatnonzero(flows)
+
+
+def splice(r: Routes, idx: np.ndarray, new: Routes) -> Routes:
+    """``r`` with the routes of flows ``idx`` (ascending) replaced by ``new``'s."""
+    n = len(r.end)
+    nhops = np.diff(r.ptr)
+    nhops[idx] = np.diff(new.ptr)
+    ptr = np.concatenate(([0], np.cumsum(nhops)))
+    hops = np.empty(int(ptr[-1]), dtype=r.hops.dtype)
+    replaced = np.zeros(n, dtype=bool)
+    replaced[idx] = True
+    owner = np.repeat(np.arange(n), np.diff(r.ptr))  # the old hops, where they go now
+    keep = ~replaced[owner]
+    kept_owner = owner[keep]
+    hops[ptr[kept_owner] + (np.flatnonzero(keep) - r.ptr[kept_owner])] = r.hops[keep]
+    new_owner = np.repeat(idx, np.diff(new.ptr))  # the new ones
+    offset = np.arange(len(new.hops)) - np.repeat(new.ptr[:-1], np.diff(new.ptr))
+    hops[ptr[new_owner] + offset] = new.hops
+    end, at, mtu = r.end.copy(), r.at.copy(), r.mtu.copy()
+    end[idx], at[idx], mtu[idx] = new.end, new.at, new.mtu
+    return Routes(ptr, hops, end, at, mtu)
