@@ -164,3 +164,26 @@ def test_what_is_read_back_is_what_the_counters_were(tmp_path_factory, ops):
         assert _read(path) == _held(srv.sim) == journal.counters_doc(srv.sim)
         assert journal.load(path)["faults"] == live.faults()
         live.close()
+
+
+def test_traffic_moves_are_in_each_line(tmp_path):
+    """Counters that flows moved reach the journal at the next save, a line like any
+    other change: read back, they are what the ports show."""
+    from fabriclab.sim.live.traffic.engine import TrafficEngine
+
+    with served(CLUSTER, serve=False) as srv:
+        minhop.fill(srv.sim)
+        clock = VirtualClock()
+        eng = TrafficEngine(srv.sim, clock)
+        live = LiveFabric(srv, CLUSTER, clock, state=tmp_path, name="j", traffic=eng)
+        live.save(whole=True)
+        path = journal.journal_path(tmp_path, "j")
+        live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"rate": "1GB/s"})
+        live.advance(2)
+        assert len(path.read_bytes().split(b"\n")) > 2  # lines added, not written whole
+        src = live.resolve("sched-worker1").ports[0]
+        key = f"{src.node.index}:{src.num}"
+        doc = _read(path)
+        assert doc[key][0]["PortXmitData"] >= 2e9 // 4  # 4-byte words
+        assert doc == _held(srv.sim)
+        live.close()

@@ -164,7 +164,7 @@ class Ledger:
     def take(self, mads: bool = False) -> None:
         """Bring the pieces up to the counters now: those that moved (and, with
         ``mads``, those MADs moved)."""
-        if self.traffic is not None and self.traffic.unsettled() is not None:
+        if self.traffic is not None and self.traffic.counted():
             self.traffic.settle_all()  # traffic counted into the ports' Counters (marks them)
         if self.cold:
             self._take_all()
@@ -178,8 +178,11 @@ class Ledger:
         while dirty:
             c = dirty.pop()
             c.moved = False
-            ni, p = owner[c]
-            self._put(ni, p, c)
+            held = owner.get(c)
+            if held is None:  # Counters the ledger never took: take every port anew
+                self._take_all()
+                return
+            self._put(held[0], held[1], c)
 
     def _take_all(self) -> None:
         self.dirty.clear()

@@ -292,6 +292,10 @@ class TrafficEngine:
         the port they read)."""
         self._counts.settle_all(self._snapshot())
 
+    def counted(self) -> bool:
+        """Whether any flow was ever added (else traffic has counted nothing)."""
+        return bool(self._f.n)
+
     def unsettled(self):
         return self._counts.unsettled()  # (see TrafficCounters.unsettled)
 
