@@ -152,21 +152,20 @@ def touching(snap: Snapshot, r: Routes, src: np.ndarray, dst: np.ndarray, at: np
 
 
 def splice(r: Routes, idx: np.ndarray, new: Routes) -> Routes:
-    """``r`` with the routes of flows ``idx`` (ascending) replaced by ``new``'s."""
-    n = len(r.end)
+    """``r`` with the routes of flows ``idx`` (ascending) replaced by ``new``'s: the
+    hops copied in runs (the flows between two replaced ones are one slice)."""
     nhops = np.diff(r.ptr)
     nhops[idx] = np.diff(new.ptr)
     ptr = np.concatenate(([0], np.cumsum(nhops)))
-    hops = np.empty(int(ptr[-1]), dtype=r.hops.dtype)
-    replaced = np.zeros(n, dtype=bool)
-    replaced[idx] = True
-    owner = np.repeat(np.arange(n), np.diff(r.ptr))  # the old hops, where they go now
-    keep = ~replaced[owner]
-    kept_owner = owner[keep]
-    hops[ptr[kept_owner] + (np.flatnonzero(keep) - r.ptr[kept_owner])] = r.hops[keep]
-    new_owner = np.repeat(idx, np.diff(new.ptr))  # the new ones
-    offset = np.arange(len(new.hops)) - np.repeat(new.ptr[:-1], np.diff(new.ptr))
-    hops[ptr[new_owner] + offset] = new.hops
+    # the runs of old hops kept: from after one replaced flow to the next
+    starts = r.ptr[np.concatenate(([0], idx + 1))].tolist()
+    stops = r.ptr[np.concatenate((idx, [len(r.end)]))].tolist()
+    got = new.ptr.tolist()
+    pieces = [r.hops[starts[0] : stops[0]]]
+    for k in range(len(idx)):
+        pieces.append(new.hops[got[k] : got[k + 1]])
+        pieces.append(r.hops[starts[k + 1] : stops[k + 1]])
+    hops = np.concatenate(pieces).astype(r.hops.dtype, copy=False)
     end, at, mtu = r.end.copy(), r.at.copy(), r.mtu.copy()
     end[idx], at[idx], mtu[idx] = new.end, new.at, new.mtu
     return Routes(ptr, hops, end, at, mtu)
