@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabriclab.ib.enums import PortState
+from fabriclab.ib.rates import WIDTHS
 from fabriclab.model.build import build
 from fabriclab.sim.fabric import minhop
 from fabriclab.sim.fabric.datapaths import DELIVERED, Snapshot
@@ -99,7 +100,7 @@ def test_an_lft_write_routes_again_only_the_flows_through_the_switch(cluster):
 
 
 _CHANGE = st.tuples(
-    st.sampled_from(["lft", "port", "everything"]),
+    st.sampled_from(["lft", "port", "degrade", "everything"]),
     st.integers(0, 10_000),
     st.integers(0, 10_000),
     st.integers(0, 70),
@@ -126,7 +127,35 @@ def test_routes_after_any_changes_are_those_of_a_full_reroute(cluster, changes):
                 p = ports[a % len(ports)]
                 p.state = PortState.ACTIVE if b % 2 else PortState.INIT
                 p.changed()
+            elif kind == "degrade":  # a link retrained narrower: its capacity moves
+                p = ports[a % len(ports)]
+                p.width_trained = WIDTHS["1x"] if b % 2 else None
+                p.changed()
             else:
                 sim.generation.bump()
         eng.advance()
         _same_as_a_full_reroute(eng, sim)
+        ref = TrafficEngine(sim, VirtualClock())  # every flow routed on a fresh snapshot
+        ref.all_to_all(cas[::4])
+        assert np.array_equal(eng._f.rate[: eng._f.n], ref._f.rate[: ref._f.n])
+        assert np.array_equal(eng._f.state[: eng._f.n], ref._f.state[: ref._f.n])
+
+
+def test_an_entry_no_flow_follows_leaves_the_rates_alone(cluster):
+    """A block written with a change for a LID no flow goes to: the flows through the
+    switch are routed again, find the routes they had, and nothing else is redone."""
+    sim, _cas, leaves = _fabric(cluster)
+    eng = TrafficEngine(sim, VirtualClock())
+    a, c = leaves[0][0], leaves[1][0]
+    eng.add(a, c, rate=1e9)
+    eng.advance()
+    x, routes, before = eng._x, eng._routes, eng.routings
+    spine = eng._snap.ports[int(eng._snap.peer[routes.hops[1]])].node
+    idle = leaves[2][0].lid  # no flow goes there
+    block = bytearray(spine.sw.lft_block(idle // 64))
+    block[idle % 64] = 0xFF
+    spine.sw.write_lft_block(idle // 64, bytes(block))
+    eng.advance()
+    assert eng.routings == before + 1  # routed again ...
+    assert eng._x is x and eng._routes is routes  # ... to where it went: nothing redone
+    _same_as_a_full_reroute(eng, sim)

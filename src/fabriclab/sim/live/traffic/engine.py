@@ -78,7 +78,7 @@ from .attributes import qp_attributes
 from .counters import TrafficCounters
 from .flows import LIVE, RUNNING, STOPPED, Flow, FlowTable
 from .rates import set_rates
-from .routes import Crossings, OnTrap, route_flows, splice, touching
+from .routes import Crossings, OnTrap, route_flows, same, splice, touching
 
 PATCH_MAX = 64  # switches and ports changed beyond which every flow is routed again
 
@@ -371,10 +371,9 @@ class TrafficEngine:
             self._rates()
 
     def _changed(self, gen) -> None:
-        """The fabric changed since the flows were routed: the snapshot takes in the
-        switches and ports that changed, and only the flows through them are routed
-        again; a change it was not told the place of, or of more than
-        :data:`PATCH_MAX` places, takes a fresh snapshot and routes every flow again."""
+        """The fabric changed: the snapshot takes in the switches and ports that did, and
+        only the flows through them are routed again (a change of unknown place, or of
+        more than :data:`PATCH_MAX` places: a fresh snapshot, every flow routed)."""
         everything, switches, ports = gen.take()
         snap, r, n, f = self._snap, self._routes, self._routed, self._f
         at = None
@@ -390,7 +389,11 @@ class TrafficEngine:
         if not len(idx):
             return
         self.routings += len(idx)
-        self._routes = splice(r, idx, route_flows(snap, f.src[idx], f.dst[idx], self.on_trap))
+        new = route_flows(snap, f.src[idx], f.dst[idx], self.on_trap)
+        if same(r, idx, new):  # (an entry no flow follows; a port's rate may have moved)
+            self._rates_stale |= bool(ports)
+            return
+        self._routes = splice(r, idx, new)
         self._x = Crossings(snap, self._routes)
         self._rates_stale = True
         retry.classify(f, self._routes, self._t)

@@ -169,3 +169,19 @@ def splice(r: Routes, idx: np.ndarray, new: Routes) -> Routes:
     end, at, mtu = r.end.copy(), r.at.copy(), r.mtu.copy()
     end[idx], at[idx], mtu[idx] = new.end, new.at, new.mtu
     return Routes(ptr, hops, end, at, mtu)
+
+
+def same(r: Routes, idx: np.ndarray, new: Routes) -> bool:
+    """Whether ``new`` (the routes of flows ``idx`` found again) is what ``r`` holds for
+    them: then nothing a rate or a counter depends on has moved."""
+    counts = np.diff(new.ptr)
+    if not np.array_equal(np.diff(r.ptr)[idx], counts):
+        return False
+    if not (
+        np.array_equal(r.end[idx], new.end)
+        and np.array_equal(r.at[idx], new.at)
+        and np.array_equal(r.mtu[idx], new.mtu)
+    ):
+        return False
+    at = np.repeat(r.ptr[idx] - new.ptr[:-1], counts) + np.arange(len(new.hops))
+    return bool(np.array_equal(r.hops[at], new.hops))
