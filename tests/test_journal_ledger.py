@@ -76,7 +76,7 @@ def test_a_fault_request_walks_no_port_and_adds_a_line(tmp_path, monkeypatch):
 
 def test_lines_added_grow_no_longer_than_the_whole(tmp_path, monkeypatch):
     """Once the lines added outgrow the whole, the next save writes it whole again."""
-    monkeypatch.setattr("fabriclab.sim.live.api._ADDED_MIN", 0)
+    monkeypatch.setattr("fabriclab.sim.live.journal.ADDED_MIN", 0)
     with served(CLUSTER, serve=False) as srv:
         live = LiveFabric(srv, CLUSTER, VirtualClock(), state=tmp_path, name="j")
         live.save(whole=True)
@@ -186,4 +186,34 @@ def test_traffic_moves_are_in_each_line(tmp_path):
         doc = _read(path)
         assert doc[key][0]["PortXmitData"] >= 2e9 // 4  # 4-byte words
         assert doc == _held(srv.sim)
+        live.close()
+
+
+def test_a_fault_with_flows_running_writes_no_flow(tmp_path, monkeypatch):
+    """Flows are written by the requests that change them (and the clock's advance, and
+    the whole): a fault request's line leaves them out, and reading the journal gives
+    the flows of the line before; the flows' own walk is not made for it."""
+    from fabriclab.sim.live.traffic import commands
+    from fabriclab.sim.live.traffic.engine import TrafficEngine
+
+    with served(CLUSTER, serve=False) as srv:
+        minhop.fill(srv.sim)
+        clock = VirtualClock()
+        eng = TrafficEngine(srv.sim, clock)
+        live = LiveFabric(srv, CLUSTER, clock, state=tmp_path, name="j", traffic=eng)
+        live.save(whole=True)
+        path = journal.journal_path(tmp_path, "j")
+        live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"bytes": "10G"})
+        assert len(journal.load(path)["traffic"]) == 1  # the request's line has it
+        walks = []
+        real = commands.flows_doc
+        monkeypatch.setattr(commands, "flows_doc", lambda e: walks.append(e) or real(e))
+        live.fault("down", f"{LEAF}[7]")
+        assert walks == []
+        last = journal.json.loads(path.read_bytes().splitlines()[-1])
+        assert "traffic" not in last and last["faults"]
+        doc = journal.load(path)
+        assert len(doc["traffic"]) == 1 and len(doc["faults"]) == 1
+        live.traffic_request("stop", [], {})
+        assert journal.load(path)["traffic"] == []  # stopped: the line says none
         live.close()

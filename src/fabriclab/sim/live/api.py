@@ -35,7 +35,6 @@ from .traffic import commands as traffic_commands
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
-_ADDED_MIN = 1 << 16  # bytes of lines the journal may gather before it is written whole
 # What catching up with wall time may spend (seconds) before the rest due is carried out
 # at once, coalesced (a FELL_BEHIND event says so): the MADs and the admin socket wait
 # for no longer than this.
@@ -71,15 +70,13 @@ class LiveFabric:
             else MemoryLog(clock)
         )
         self.journal_path = journal.journal_path(state, name) if state is not None else None
-        self.ledger = journal.Ledger(self.sim, traffic)
-        self._base = 0  # bytes of the journal's first line, once this run wrote it
-        self._added = 0  # bytes of the lines added since
+        self.writer = journal.Writer(self.journal_path, journal.Ledger(self.sim, traffic))
+        self.ledger = self.writer.ledger
         self.book = FaultBook(self)
         self.scenarios: list[Scenario] = []
         self.traffic = traffic
         self.meta = meta or {}  # what the journal must match to be resumed (spec, trays)
         self._last = clock.now()
-        self._saved = 0.0
         self._wake_at = 0.0
         self.links.watch(self._link_changed)
 
@@ -312,6 +309,7 @@ class LiveFabric:
             self._accrue(due)
             self._run_due(due, horizon)
         self.events.flush()
+        self.writer.flows_saved = False  # the flows moved on with the clock
         self.save()
         return clock.now()
 
@@ -365,6 +363,7 @@ class LiveFabric:
             ids = list(eng.all_to_all(ports, bytes=size, rate=rate, **qp))
         else:
             ids = list(eng.ring(ports, bytes=size, rate=rate, **qp))
+        self.writer.flows_saved = False
         self.save()
         return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
 
@@ -389,36 +388,27 @@ class LiveFabric:
 
     # --- the journal ------------------------------------------------------------------
 
-    def snapshot(self, counters: bool = True) -> dict:
-        """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
+    def snapshot(self, counters: bool = True, flows: bool = True) -> dict:
+        """Everything ``--resume`` needs (``counters``, ``flows`` False: without them)."""
         return journal_doc.snapshot(
-            self.meta, self.clock, self.book, self.scenarios, self.traffic, self.sim, counters
+            self.meta,
+            self.clock,
+            self.book,
+            self.scenarios,
+            self.traffic,
+            self.sim,
+            counters,
+            flows,
         )
 
     def save(self, whole: bool = False) -> None:
-        """Write the journal now: a line with what changed, or (``whole``, and when the
-        lines added have grown as long as the first) the whole of it, with the counters
-        MADs moved."""
+        """Write the journal now: a line with what changed, or (``whole``) the whole of
+        it (:class:`.journal.Writer`)."""
         self._changed()  # every change is saved: the loop's next wake-up may be sooner
-        if self.journal_path is None:
-            return
-        t0 = time.monotonic()
-        doc = self.snapshot(counters=False)
-        self.ledger.take(mads=whole)
-        if whole or not self._base or self._added > max(self._base, _ADDED_MIN):
-            self._base = journal.save(self.journal_path, doc, self.ledger.whole())
-            self._added = 0
-            self._saved = time.monotonic()
-            self._save_cost = self._saved - t0
-        else:
-            self._added += journal.append(self.journal_path, doc, self.ledger.since())
+        self.writer.save(lambda flows: self.snapshot(counters=False, flows=flows), whole)
 
     def _periodic_save(self) -> None:
-        if self.journal_path is None:
-            return
-        # a big fabric's counters take a while to write: never more than a tenth of the time
-        every = max(_JOURNAL_EVERY, 10 * getattr(self, "_save_cost", 0.0))
-        if time.monotonic() - self._saved >= every:
+        if self.writer.due(_JOURNAL_EVERY):
             self.save(whole=True)
 
     def restore(self, doc: dict, source: str = "journal") -> None:
@@ -437,6 +427,7 @@ class LiveFabric:
             source,
         )
         self.ledger.forget()  # the ports' Counters are new
+        self.writer.flows_saved = False
         self._last = self.clock.now()
 
     def close(self) -> None:

@@ -7,14 +7,17 @@ added grow as long as it), so that a ``kill -9`` at any moment leaves either the
 previous file or the new one; each change in between adds a line, the state then with
 only the counters that changed since the line before (a :class:`Ledger` keeps the
 counters' JSON, so a save costs what changed, not the fabric).  A line cut short by a
-``kill -9`` lacks its newline and is left out when the journal is read.  A counter that
-only MADs moved is written at the next periodic save.
+``kill -9`` lacks its newline and is left out when the journal is read.  What only MADs
+or running flows moved (counters, what each flow has left) is written at the next
+periodic save, or the next line a traffic request or a clock advance adds.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -26,6 +29,7 @@ from ..fabric.state import MAD_WORDS, SimFabric
 from . import journal_model
 
 VERSION = 1
+ADDED_MIN = 1 << 16  # bytes of lines the journal may gather before it is written whole
 
 
 def journal_path(state: Path, name: str) -> Path:
@@ -49,8 +53,9 @@ def save(path: Path, doc: dict, counters: str | None = None) -> int:
 
 
 def append(path: Path, doc: dict, counters: str) -> int:
-    """Add a line to the journal: ``doc`` as it is now, with the counters that changed
-    since the line before (:meth:`Ledger.since`); one write, so that a ``kill -9``
+    """Add a line to the journal: ``doc`` as it is now (without ``traffic``: the flows
+    as the line before had them), with the counters that changed since the line before
+    (:meth:`Ledger.since`); one write, so that a ``kill -9``
     leaves the line whole or short of its newline (then :func:`load` leaves it out).
     The bytes written."""
     data = _text(doc, counters)
@@ -81,16 +86,19 @@ def load(path: Path) -> dict:
     if len(lines) > 1 and lines[-1]:  # a line added and cut short: the state before it
         lines[-1] = b""
     first, *rest = [line for line in lines if line] or [b""]
-    doc = _checked(path, first, "")
+    doc, _ = _checked(path, first, "")
     counters = doc["counters"]
     for i, line in enumerate(rest, 2):
-        doc = _checked(path, line, f"line {i}: ")
+        flows = doc["traffic"]
+        doc, given = _checked(path, line, f"line {i}: ")
         counters.update(doc["counters"])
         doc["counters"] = counters
+        if "traffic" not in given:  # the flows as the line before had them
+            doc["traffic"] = flows
     return doc
 
 
-def _checked(path: Path, text: bytes, where: str) -> dict:
+def _checked(path: Path, text: bytes, where: str) -> tuple[dict, set[str]]:
     try:  # parsed and checked at once; nesting is bounded by the parser
         doc = journal_model.JournalDoc.model_validate_json(text)
     except ValidationError as e:
@@ -104,7 +112,7 @@ def _checked(path: Path, text: bytes, where: str) -> dict:
                 [Problem(str(path), f"{where}not a version {VERSION} journal")]
             ) from None
         raise InputError([Problem(f"journal {path}", where + journal_model.problem(e))]) from None
-    return doc.model_dump()
+    return doc.model_dump(), doc.model_fields_set
 
 
 def _entry(n_index: int, p, c: Counters) -> tuple[str, list, str] | None:
@@ -145,8 +153,9 @@ class Ledger:
 
     Each port's Counters join :attr:`dirty` when they move (:meth:`Counters.touch`,
     once the ledger has taken them); a save encodes only those again.  MADs crossing a
-    port are tallied on the port, not in its Counters, until it is read: :meth:`take`
-    with ``mads`` counts them in (a walk of every port, for the periodic saves)."""
+    port are tallied on the port, and traffic in the traffic engine, not in its
+    Counters, until it is read: :meth:`take` with ``mads`` counts both in (a walk of
+    every port, for the periodic saves), with ``flows`` the traffic."""
 
     def __init__(self, sim: SimFabric, traffic=None):
         self.sim = sim
@@ -161,10 +170,10 @@ class Ledger:
         """Counters were replaced (a journal brought back): take every port anew."""
         self.cold = True
 
-    def take(self, mads: bool = False) -> None:
+    def take(self, mads: bool = False, flows: bool = False) -> None:
         """Bring the pieces up to the counters now: those that moved (and, with
-        ``mads``, those MADs moved)."""
-        if self.traffic is not None and self.traffic.counted():
+        ``mads``, those MADs moved; with ``flows``, those traffic moved)."""
+        if (flows or mads) and self.traffic is not None and self.traffic.counted():
             self.traffic.settle_all()  # traffic counted into the ports' Counters (marks them)
         if self.cold:
             self._take_all()
@@ -242,3 +251,45 @@ def restore_counters(sim: SimFabric, doc: dict) -> None:
         c.details_base = {k: int(v) for k, v in det_base.items() if k in c.details}
         p.counters = c
         p.mad_in = p.mad_out = 0
+
+
+class Writer:
+    """One live fabric's journal at ``path`` (None: none is kept), its counters' part
+    kept by ``ledger``: each save a line with what changed, or the whole of it (the
+    first save, every couple of seconds, and when the lines outgrow the first)."""
+
+    def __init__(self, path: Path | None, ledger: Ledger):
+        self.path = path
+        self.ledger = ledger
+        self.base = 0  # bytes of the journal's first line, once this run wrote it
+        self.added = 0  # bytes of the lines added since
+        self.flows_saved = False  # whether the journal has the flows as they were asked for
+        self.saved = 0.0  # when the whole was last written (time.monotonic)
+        self.cost = 0.0  # what that took (seconds)
+
+    def save(self, snapshot: Callable[[bool], dict], whole: bool = False) -> None:
+        """Write the state ``snapshot(flows)`` gives (the flows with it, or not): a line,
+        or (``whole``) the whole, with the counters MADs moved."""
+        if self.path is None:
+            return
+        t0 = time.monotonic()
+        whole = whole or not self.base or self.added > max(self.base, ADDED_MIN)
+        # the flows (every one's progress: O(flows)) when they were asked for, brought
+        # back or moved by the virtual clock, and in the whole
+        flows = whole or not self.flows_saved
+        doc = snapshot(flows)
+        self.flows_saved = True
+        self.ledger.take(mads=whole, flows=flows)  # (the counters the flows moved with them)
+        if whole:
+            self.base = save(self.path, doc, self.ledger.whole())
+            self.added = 0
+            self.saved = time.monotonic()
+            self.cost = self.saved - t0
+        else:
+            self.added += append(self.path, doc, self.ledger.since())
+
+    def due(self, every: float) -> bool:
+        """Whether the whole is due again, ``every`` seconds (a big fabric's counters take
+        a while to write: never more than a tenth of the time)."""
+        every = max(every, 10 * self.cost)
+        return self.path is not None and time.monotonic() - self.saved >= every
