@@ -38,16 +38,35 @@ DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 class Generation:
     """A number that grows with every change that can move traffic: a forwarding-table
     write and any change of a port's state (its ``changed``).  Whoever routes flows
-    over the fabric compares it with the number it routed at (one per fabric)."""
+    over the fabric compares it with the number it routed at (one per fabric), and
+    :meth:`take` says what changed since it last asked: the switches whose forwarding
+    tables were written, the ports that changed, or everything (a change it was not
+    told the place of)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("everything", "ports", "switches", "value")
 
     def __init__(self) -> None:
         self.value = 0
+        self.everything = False
+        self.switches: set[SimSwitch] = set()
+        self.ports: set[SimPort] = set()
 
-    def bump(self) -> None:
-        """Something that routes depend on changed."""
+    def bump(self, switch: SimSwitch | None = None, port: SimPort | None = None) -> None:
+        """Something that routes depend on changed: ``switch``'s forwarding table,
+        ``port``, or (neither given) anything."""
         self.value += 1
+        if switch is not None:
+            self.switches.add(switch)
+        elif port is not None:
+            self.ports.add(port)
+        else:
+            self.everything = True
+
+    def take(self) -> tuple[bool, set[SimSwitch], set[SimPort]]:
+        """What changed since the last take: (everything, switches, ports)."""
+        out = (self.everything, self.switches, self.ports)
+        self.everything, self.switches, self.ports = False, set(), set()
+        return out
 
 
 class SimSwitch:
@@ -96,7 +115,7 @@ class SimSwitch:
         if len(self.lft) < end:
             self.lft.extend(b"\xff" * (end - len(self.lft)))
         self.lft[block * 64 : end] = data[:64]
-        self.gen.bump()
+        self.gen.bump(switch=self)
 
     def lft_block(self, block: int) -> bytes:
         """The LFT entries of a block (0xFF where never set)."""
@@ -296,7 +315,7 @@ class SimPort:
         """The port's state changed: its PortInfo is encoded anew when next read, and
         routes over the fabric may have changed."""
         self.pi = None
-        self.gen.bump()
+        self.gen.bump(port=self)
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
