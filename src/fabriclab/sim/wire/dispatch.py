@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from ...ib.ids import PERMISSIVE_LID
 from ...ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method, MgmtClass
@@ -69,9 +70,28 @@ class Dispatch:
         # ports that lose the MADs they are asked to answer (faults: a drop rate, a switch
         # or tray down): port -> drop(attribute id) -> whether this one is lost
         self.drops: dict[SimPort, Callable[[int], bool]] = {}
+        # the native MAD core (:mod:`.native`), or None: the Python path serves alone
+        self.native: Any = None
+
+    def use_native(self, core) -> None:
+        """Let the native core answer what it can first (not while tracing every MAD)."""
+        self.native = None if self.trace else core
 
     def process(self, cl: Client, n: int) -> None:
-        """The datagram of ``n`` bytes from ``cl`` in the receive buffer."""
+        """The datagram of ``n`` bytes from ``cl`` in the receive buffer: the native core's
+        if it answers it, else the Python path's (:meth:`reference`)."""
+        native = self.native
+        if native is not None and native.answer(cl.port._r, cl.id, n):
+            try:
+                cl.sock.send(self.whole)
+            except OSError:
+                self._send(cl, self.whole)
+            return
+        self.reference(cl, n)
+
+    def reference(self, cl: Client, n: int) -> None:
+        """The datagram of ``n`` bytes from ``cl`` in the receive buffer, on the Python
+        path (the reference the native core answers alike)."""
         # The hot path: one call per MAD, written for the interpreter (locals, no
         # helper calls where a line will do).
         stats = self.stats
