@@ -96,7 +96,7 @@ class Side:
 def _pump(srv, python, cl):
     from fabriclab.sim.wire import native
 
-    native.pump(srv.dispatch.native, srv.transport, python, cl)
+    native.pump(srv.dispatch.native, srv.transport, python, srv.dispatch.routed, cl)
 
 
 @pytest.fixture

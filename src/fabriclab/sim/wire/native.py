@@ -39,10 +39,12 @@ def _local_port_at() -> int:
     return bit // 8
 
 
-def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict):
+def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs):
     """The native core over ``sim``'s flat state and the receive buffer ``buf``, counting
-    in ``stats`` and leaving MADs to Python while ``drops`` has a port; None when the
-    reference path is asked for or the core is not built."""
+    in ``stats`` and leaving MADs to Python while ``drops`` has a port; it routes the
+    directed-route Gets and Sets of ``sma_attrs`` (the attributes the SMA has) it does
+    not answer itself for the Python SMA.  None when the reference path is asked for or
+    the core is not built."""
     if wanted() == "python":
         return None
     try:
@@ -50,13 +52,23 @@ def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict):
     except ImportError as e:
         log.warning("the native MAD core is not built (%s): the Python core serves", e)
         return None
-    return _madcore.Core(sim.flat, buf, stats, drops, _local_port_at())
+    sma = bytearray(1 << 16)
+    for attr in sma_attrs:
+        sma[attr] = 1
+    return _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
 
 
-def pump(core, transport: Transport, python: Callable[[Client, int], None], cl: Client) -> None:
+def pump(
+    core,
+    transport: Transport,
+    python: Callable[[Client, int], None],
+    sma: Callable[[Client, int], None],
+    cl: Client,
+) -> None:
     """:meth:`.transport.Transport.receive` through the native ``core``: it receives,
     answers and sends what it can of ``cl``'s waiting datagrams; what it leaves in the
-    buffer goes to ``python`` (the Python path)."""
+    buffer goes to ``python`` (the Python path), or routed to a port row, to ``sma``
+    (the Python SMA's handler)."""
     pump, fd, row, cid = core.pump, cl.sock.fileno(), cl.port._r, cl.id
     for _ in range(MADS_PER_WAKEUP):
         try:
@@ -67,6 +79,12 @@ def pump(core, transport: Transport, python: Callable[[Client, int], None], cl: 
                 return
             if n == -2:  # answered, not sent: sent again with the error handling
                 transport.send(cl, memoryview(transport.buf)[:REQUEST_SIZE])
+                continue
+            if n <= -16:  # routed: the SMA answers it
+                try:
+                    sma(cl, -16 - n)
+                except Exception:  # a bug must cost one MAD, not the fabric
+                    transport.on_mad_error(cl, REQUEST_SIZE)
                 continue
             if n == -4:  # the receive failed: once more, to see why
                 n = cl.sock.recv_into(transport.buf)

@@ -81,10 +81,13 @@ class FabricServer:
         transport = self.transport
         transport.on_control = self.control.handle
         transport.on_mad = self.dispatch.process
-        core = native.make_core(self.sim, transport.buf, self.stats, self.dispatch.drops)
+        core = native.make_core(
+            self.sim, transport.buf, self.stats, self.dispatch.drops, self.sma.handlers
+        )
         self.dispatch.use_native(core)
         if self.dispatch.native is not None:
-            transport.pump = partial(native.pump, core, transport, self.dispatch.reference)
+            d = self.dispatch
+            transport.pump = partial(native.pump, core, transport, d.reference, d.routed)
         self.mad_core = "native" if self.dispatch.native is not None else "python"
         log.info("MAD core: %s", self.mad_core)
         transport.on_mad_error = self.dispatch.failed

@@ -31,6 +31,7 @@ enum {
     CLASS_SMI = 0x01,
     CLASS_SMI_DR = 0x81,
     METHOD_GET = 0x01,
+    METHOD_SET = 0x02,
     METHOD_GET_RESP = 0x81,
     PERMISSIVE = 0xFFFF,
     LINKUP = 5,          /* PortPhysicalState LinkUp (14.2.5.6) */
@@ -64,7 +65,8 @@ typedef struct {
     int nviews;
     Py_buffer bufview;
     int has_buf;
-    PyObject *lfts, *pkeys, *stats, *drops;
+    PyObject *lfts, *pkeys, *stats, *drops, *sma;
+    int32_t routed; /* the row answer() routed a MAD to, for Python's SMA (2) */
     Py_ssize_t rows, nodes;
     int pi_local_at; /* PortInfo's LocalPortNum byte */
     /* the arrays, typed */
@@ -289,7 +291,7 @@ static int bump(PyObject *obj, PyObject *name)
 }
 
 /* Stats, as Dispatch.process counts an answered MAD. */
-static int count(Core *c, unsigned key)
+static int count(Core *c, unsigned key, int answered)
 {
     if (bump(c->stats, s_mads) < 0)
         return -1;
@@ -313,11 +315,15 @@ static int count(Core *c, unsigned key)
     Py_DECREF(classes);
     if (r < 0)
         return -1;
-    return bump(c->stats, s_answered);
+    return answered ? bump(c->stats, s_answered) : 0;
 }
 
 /* The datagram of ``n`` bytes in the buffer, from the client ``cid`` at row ``src``:
- * 1 answered in place (the buffer holds the answer to send), 0 Python's, -1 error. */
+ * 1 answered in place (the buffer holds the answer to send); 2 a directed-route SMP
+ * Get or Set for an attribute the SMA has (``sma``) routed and counted both ways, as
+ * Dispatch.process does before and after the SMA's handler, its requester and return
+ * path written and ``routed`` its destination: Python's SMA answers it; 0 Python's
+ * from the start, untouched; -1 error. */
 static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
 {
     uint8_t *b = c->buf, *m = b + MAD_AT;
@@ -328,13 +334,15 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     if (!PyDict_Check(c->drops) || PyDict_GET_SIZE(c->drops) != 0)
         return 0; /* a port loses MADs (a fault): Python decides which */
     unsigned mclass = m[1];
-    if (m[0] != 1 || m[3] != METHOD_GET || (mclass != CLASS_SMI && mclass != CLASS_SMI_DR))
+    int directed = mclass == CLASS_SMI_DR, method = m[3];
+    if (m[0] != 1 || (mclass != CLASS_SMI && !directed))
+        return 0;
+    if (method != METHOD_GET && !(directed && method == METHOD_SET))
         return 0;
     unsigned attr = be16(m + 16);
     uint32_t mod = be32(m + 20);
     unsigned dlid = be16(b), slid = be16(b + 4);
     uint32_t dqp = be32(b + 8), sqp = be32(b + 12);
-    int directed = mclass == CLASS_SMI_DR;
     Hops go, back;
     go.n = back.n = 0;
     uint8_t rpath[64], data[ATTR];
@@ -354,14 +362,18 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
             return 0;
         dest = dlid == PERMISSIVE ? src : lid_route(c, src, dlid, &go);
     }
-    if (dest < 0 || !get_attr(c, dest, attr, mod, data))
+    if (dest < 0)
+        return 0;
+    int mine = method == METHOD_GET && get_attr(c, dest, attr, mod, data);
+    if (!mine && !(directed && PyBytes_Check(c->sma) && attr < (unsigned)PyBytes_GET_SIZE(c->sma) &&
+                   PyBytes_AS_STRING(c->sma)[attr]))
         return 0;
     if (!directed && new_slid && dest != src) { /* the answer must find its way back */
         int32_t arrived = lid_route(c, dest, new_slid, &back);
         if (arrived < 0 || c->node[arrived] != c->node[src])
             return 0;
     }
-    if (count(c, mclass << 8 | METHOD_GET) < 0)
+    if (count(c, mclass << 8 | (unsigned)method, mine) < 0)
         return -1;
     /* --- answered: counted on the way there and back, then turned around */
     for (int i = 0; i < go.n; i++) {
@@ -379,6 +391,10 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     put16(m + 8, cid); /* the requester, in TransactionID bits 48-63 */
     if (directed)
         memcpy(m + DR_RETURN, rpath, 64);
+    if (!mine) {
+        c->routed = dest;
+        return 2;
+    }
     memcpy(m + SMP_DATA, data, ATTR);
     m[3] = METHOD_GET_RESP; /* RequestView.turn_around */
     put16(m + 4, directed ? 0x8000 : 0);
@@ -412,16 +428,17 @@ static PyObject *Core_answer(Core *c, PyObject *const *args, Py_ssize_t nargs)
     if (args_row(args, nargs, 3, a) < 0)
         return NULL;
     if (a[0] < 0 || a[0] > INT32_MAX || a[1] < 0 || a[1] > UINT32_MAX)
-        return PyBool_FromLong(0);
+        return PyLong_FromLong(-1);
     int r = answer(c, (int32_t)a[0], (uint32_t)a[1], a[2]);
     if (r < 0)
         return NULL;
-    return PyBool_FromLong(r);
+    return PyLong_FromLong(r == 2 ? c->routed : r == 1 ? -2 : -1);
 }
 
 /* One datagram from the socket ``fd`` of the client ``cid`` at row ``src``: -1 none
  * waiting, -2 answered but not sent (Python sends it), -3 answered and sent, -4 the
- * receive failed (Python receives, and sees why), n >= 0 a datagram for Python. */
+ * receive failed (Python receives, and sees why), -16 - row: routed to row for
+ * Python's SMA (answer() 2), n >= 0 a datagram for Python. */
 static PyObject *Core_pump(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
     long a[3];
@@ -437,6 +454,8 @@ static PyObject *Core_pump(Core *c, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (r == 0)
         return PyLong_FromSsize_t(n);
+    if (r == 2)
+        return PyLong_FromLong(-16L - c->routed);
     if (send((int)a[0], c->buf, REQ_SIZE, MSG_DONTWAIT) != REQ_SIZE)
         return PyLong_FromLong(-2);
     return PyLong_FromLong(-3);
@@ -452,20 +471,21 @@ static void Core_dealloc(Core *c)
     Py_XDECREF(c->pkeys);
     Py_XDECREF(c->stats);
     Py_XDECREF(c->drops);
+    Py_XDECREF(c->sma);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
 static int Core_init(Core *c, PyObject *args, PyObject *kw)
 {
-    PyObject *flat, *buf, *stats, *drops;
+    PyObject *flat, *buf, *stats, *drops, *sma;
     int pi_local_at;
-    static char *names[] = {"flat", "buf", "stats", "drops", "pi_local_at", NULL};
+    static char *names[] = {"flat", "buf", "stats", "drops", "pi_local_at", "sma", NULL};
     if (c->nviews || c->has_buf) {
         PyErr_SetString(PyExc_RuntimeError, "Core initialised twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOi", names, &flat, &buf, &stats, &drops,
-                                     &pi_local_at))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOiS", names, &flat, &buf, &stats, &drops,
+                                     &pi_local_at, &sma))
         return -1;
     if (pi_local_at < 0 || pi_local_at >= ATTR || !PyDict_Check(drops)) {
         PyErr_SetString(PyExc_ValueError, "bad pi_local_at or drops");
@@ -531,15 +551,17 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw)
     c->stats = stats;
     Py_INCREF(drops);
     c->drops = drops;
+    Py_INCREF(sma);
+    c->sma = sma;
     return 0;
 }
 
 static PyMethodDef Core_methods[] = {
     {"answer", (PyCFunction)(void (*)(void))Core_answer, METH_FASTCALL,
-     "answer(src_row, client_id, n) -> whether the datagram in the buffer was answered in place"},
+     "answer(src_row, client_id, n) -> -2 answered in place, -1 Python's, row: routed there"},
     {"pump", (PyCFunction)(void (*)(void))Core_pump, METH_FASTCALL,
      "pump(fd, src_row, client_id) -> -1 none, -2 answered unsent, -3 answered, -4 recv failed, "
-     "n: a datagram for Python"},
+     "-16 - row: routed there, n: a datagram for Python"},
     {NULL, NULL, 0, NULL},
 };
 
