@@ -34,6 +34,8 @@ PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
 FILTER_RAW = 0
 
 Getter = Callable[[SimPort], int]
+# the port attributes kept in the fabric's flat state (:mod:`.flat`), as arrays of ints
+FLAT = frozenset(("lid", "lmc", "state", "phys"))
 Setter = Callable[[SimPort, int], None]
 
 
@@ -51,10 +53,11 @@ class Component:
 # --- how a Set applies a value ------------------------------------------------------------
 
 
-def _code(store: Setter, line: str) -> Setter:
-    """``store`` with the line of Python that does the same to ``p`` from the value
-    ``{v}`` (for :func:`_applier`'s straight-line code)."""
-    store.code = line  # type: ignore[attr-defined]
+def _code(store, line: str):
+    """``store`` (a setter, or a getter) with the Python that does the same to ``p``
+    from the value ``{v}`` (or reads it: an expression), for the straight-line code of
+    :func:`_applier` and :func:`_encoder`."""
+    store.code = line
     return store
 
 
@@ -137,11 +140,11 @@ _code(
 
 
 def _caps(name: str) -> Getter:
-    return lambda p: getattr(p.node.caps, name)
+    return _code(lambda p: getattr(p.node.caps, name), f"caps.{name}")
 
 
 def _const(value: int) -> Getter:
-    return lambda p: value
+    return _code(lambda p: value, str(value))
 
 
 def _width_active(p: SimPort) -> int:
@@ -254,12 +257,18 @@ def _encoder() -> Callable[[SimPort], bytes]:
     scope: dict = {"pack": PORT_INFO.packer(*(c.field for c in COMPONENTS))}
     args = []
     for i, c in enumerate(COMPONENTS):
-        if c.attr is not None:
+        code = getattr(c.get, "code", None)
+        if c.attr in FLAT:  # read from the flat state's array itself
+            args.append(f"{c.field}=f.{c.attr}[r]")
+        elif c.attr is not None:
             args.append(f"{c.field}=p.{c.attr}")
+        elif code is not None:
+            args.append(f"{c.field}={code}")
         else:
             scope[f"get{i}"] = c.get
             args.append(f"{c.field}=get{i}(p)")
-    exec(f"def encode(p):\n    return pack({', '.join(args)})\n", scope)
+    head = "    f, r, caps = p._f, p._r, p.node.caps\n"
+    exec(f"def encode(p):\n{head}    return pack({', '.join(args)})\n", scope)
     return scope["encode"]
 
 
