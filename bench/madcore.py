@@ -88,7 +88,9 @@ def main() -> None:
                 before = s.mads(name) if isinstance(s, Core) else 0  # ibsim counts none
                 cpu = _cpu(s.proc.pid)
                 for _ in range(a.discoveries):
-                    wall[s.label].append(_timed(["ibnetdiscover"], _tool_env(name, host, work), work))
+                    wall[s.label].append(
+                        _timed(["ibnetdiscover"], _tool_env(name, host, work), work)
+                    )
                 cpu = _cpu(s.proc.pid) - cpu
                 if isinstance(s, Core):
                     last_mads = s.mads(name) - before
