@@ -32,6 +32,18 @@ def wanted() -> str:
     return "python" if os.environ.get(ENV, "").strip().lower() == "python" else "native"
 
 
+def chosen() -> str:
+    """The core a server started now serves with: the one asked for, if it is there."""
+    if wanted() == "python":
+        return "python"
+    try:
+        from . import _madcore  # type: ignore[attr-defined]  # noqa: F401
+    except ImportError as e:
+        log.warning("the native MAD core is not built (%s): the Python core serves", e)
+        return "python"
+    return "native"
+
+
 def _local_port_at() -> int:
     """PortInfo's LocalPortNum byte (an 8-bit field on a byte boundary)."""
     bit, width = next((off, w) for name, off, w in PORT_INFO.fields if name == "LocalPort")
@@ -45,13 +57,10 @@ def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs):
     directed-route Gets and Sets of ``sma_attrs`` (the attributes the SMA has) it does
     not answer itself for the Python SMA.  None when the reference path is asked for or
     the core is not built."""
-    if wanted() == "python":
+    if chosen() == "python":
         return None
-    try:
-        from . import _madcore  # type: ignore[attr-defined]
-    except ImportError as e:
-        log.warning("the native MAD core is not built (%s): the Python core serves", e)
-        return None
+    from . import _madcore  # type: ignore[attr-defined]
+
     sma = bytearray(1 << 16)
     for attr in sma_attrs:
         sma[attr] = 1
