@@ -265,3 +265,23 @@ def test_random_walks_alike(pair):
         ]
         attr = rng.choice(GETS)
         same(n, p, dr(attr, path, rng.choice(mods(attr))))
+
+
+def test_odd_lids_and_lmcs_alike(pair):
+    """LIDs and LMCs Python may hold that no SM would set: the core hands them back."""
+    n, p = pair(routed=True)
+    lids = sorted({q.lid for q in n.ports() if q.is_endport and q.lid})
+    for lid_, lmc in ((100, 7), (104, 63), (-5, 0), (1 << 40, 2), (100, -1)):
+        for s in (n, p):
+            for q in s.ports():
+                if q.is_endport and q.lid == lids[1]:
+                    q.lid, q.lmc = lid_, lmc
+            s.cl.port.lmc = lmc if lmc >= 0 else 0
+            s.srv.router.forget()
+        for dlid in [*lids[:4], 100, 101, 104, 167]:
+            same(n, p, lid(Attr.NODE_INFO, dlid))
+            same(n, p, dr(Attr.PORT_INFO, [1], 5))
+        for s in (n, p):
+            for q in s.ports():
+                if q.is_endport and q.lid == lid_:
+                    q.lid, q.lmc = lids[1], 0

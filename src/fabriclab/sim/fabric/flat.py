@@ -69,8 +69,10 @@ class Flat:
         self.peer = array("i", [-1]) * rows  # the row at the other end of the link, or -1
         self.phys = _zeros("B", rows)  # PortPhysicalState
         self.state = _zeros("B", rows)  # PortState
-        self.lid = _zeros("I", rows)
-        self.lmc = _zeros("B", rows)
+        # LID and LMC as any int (what Python may set; the core hands back what is not
+        # a LID it can route by)
+        self.lid = _zeros("q", rows)
+        self.lmc = _zeros("q", rows)
         self.is_endport = _zeros("B", rows)  # a CA port or a switch's port 0
         self.mad_in = _zeros("Q", rows)  # MADs that crossed the port, not yet counted
         self.mad_out = _zeros("Q", rows)

@@ -15,7 +15,7 @@
 
 static const struct { const char *name; Py_ssize_t itemsize; int per_node; Py_ssize_t width; } FIELDS[F_COUNT] = {
     {"node", 4, 0, 1}, {"num", 2, 0, 1}, {"present", 1, 0, 1}, {"peer", 4, 0, 1},
-    {"phys", 1, 0, 1}, {"lid", 4, 0, 1}, {"lmc", 1, 0, 1}, {"is_endport", 1, 0, 1},
+    {"phys", 1, 0, 1}, {"lid", 8, 0, 1}, {"lmc", 8, 0, 1}, {"is_endport", 1, 0, 1},
     {"mad_in", 8, 0, 1}, {"mad_out", 8, 0, 1}, {"pi", 1, 0, ATTR}, {"pi_valid", 1, 0, 1},
     {"ni", 1, 0, ATTR}, {"ni_valid", 1, 0, 1}, {"is_switch", 1, 1, 1}, {"first", 4, 1, 1},
     {"nports", 4, 1, 1}, {"node_desc", 1, 1, ATTR}, {"lft_top", 4, 1, 1},
@@ -104,10 +104,11 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
             return 0;
         dest = dr_out(c, src, m + DR_INITIAL, hops, rpath, &go);
     } else {
-        if (slid == 0)
-            new_slid = c->lid[src];
-        if (new_slid > 0xFFFF)
-            return 0;
+        if (slid == 0) {
+            if (c->lid[src] < 0 || c->lid[src] > 0xFFFF)
+                return 0;
+            new_slid = (unsigned)c->lid[src];
+        }
         dest = dlid == PERMISSIVE ? src : lid_route(c, src, dlid, &go);
     }
     if (dest < 0)

@@ -55,9 +55,10 @@ typedef struct {
     /* the arrays, typed */
     const int32_t *node, *peer;
     const uint16_t *num;
-    const uint8_t *present, *phys, *lmc, *endport, *pi, *pi_valid, *ni, *ni_valid;
+    const uint8_t *present, *phys, *endport, *pi, *pi_valid, *ni, *ni_valid;
     const uint8_t *is_switch, *node_desc, *si, *si_valid;
-    const uint32_t *lid, *first, *nports, *lft_top, *lft_cap;
+    const int64_t *lid, *lmc;
+    const uint32_t *first, *nports, *lft_top, *lft_cap;
     uint64_t *mad_in, *mad_out;
     uint8_t *buf;
     Py_ssize_t buflen;

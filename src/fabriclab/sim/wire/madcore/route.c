@@ -22,14 +22,16 @@ int32_t node_of(const Core *c, int32_t r)
     return (n >= 0 && n < c->nodes) ? n : -1;
 }
 
-/* SimPort.has_lid: an end port whose base LID and LMC cover ``lid``. */
+/* SimPort.has_lid: 1 an end port whose base LID and LMC cover ``lid``, 0 not, -1 a
+ * LMC Python would fail on (negative) or that this cannot be sure of. */
 static int has_lid(const Core *c, int32_t r, uint32_t lid)
 {
-    uint64_t base = c->lid[r];
-    unsigned lmc = c->lmc[r];
-    if (!c->endport[r] || base == 0 || lid < base)
+    int64_t base = c->lid[r], lmc = c->lmc[r];
+    if (!c->endport[r] || base == 0)
         return 0;
-    return lmc >= 32 || (uint64_t)lid < base + ((uint64_t)1 << lmc);
+    if (lmc < 0 || lmc > 62 || base > 0xFFFFFFFFLL || base < -0xFFFFFFFFLL)
+        return -1;
+    return base <= (int64_t)lid && (int64_t)lid < base + ((int64_t)1 << lmc);
 }
 
 /* router._cross for an SMP: the row the packet arrives at, or -1 (lost). */
@@ -63,8 +65,9 @@ static int out_port(const Core *c, int32_t n, uint32_t lid)
 int32_t lid_route(const Core *c, int32_t src, uint32_t dlid, Hops *h)
 {
     h->n = 0;
-    if (has_lid(c, src, dlid))
-        return src;
+    int here = has_lid(c, src, dlid);
+    if (here)
+        return here > 0 ? src : -1;
     int32_t port = src;
     int32_t n = node_of(c, src);
     if (n < 0)
@@ -75,13 +78,13 @@ int32_t lid_route(const Core *c, int32_t src, uint32_t dlid, Hops *h)
         if (port < 0 || (n = node_of(c, port)) < 0)
             return -1;
         if (!c->is_switch[n])
-            return has_lid(c, port, dlid) ? port : -1;
+            return has_lid(c, port, dlid) > 0 ? port : -1;
         int out = out_port(c, n, dlid);
         if (out < 0)
             return -1;
         if (out == 0) {
             int32_t p0 = port_of(c, n, 0);
-            return (p0 >= 0 && has_lid(c, p0, dlid)) ? p0 : -1;
+            return (p0 >= 0 && has_lid(c, p0, dlid) > 0) ? p0 : -1;
         }
         int32_t egress = out != 0xFF ? port_of(c, n, (uint32_t)out) : -1;
         if (egress < 0)
