@@ -6,6 +6,7 @@ also have answered the common Gets itself (its Python path not called for them).
 
 from __future__ import annotations
 
+import logging
 import random
 import socket
 from dataclasses import asdict
@@ -285,3 +286,32 @@ def test_odd_lids_and_lmcs_alike(pair):
             for q in s.ports():
                 if q.is_endport and q.lid == lid_:
                     q.lid, q.lmc = lids[1], 0
+
+
+@pytest.mark.parametrize(
+    "value, debug, core",
+    [
+        (None, False, "native"),
+        ("native", False, "native"),
+        ("python", False, "python"),
+        (" Python ", False, "python"),
+        ("fast", False, "native"),
+        ("native", True, "python"),  # -vv traces every MAD: the Python path's
+    ],
+)
+def test_the_switch(monkeypatch, value, debug, core):
+    if value is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, value)
+    sim_log = logging.getLogger("fabriclab.sim")
+    level = sim_log.level
+    sim_log.setLevel(logging.DEBUG if debug else logging.WARNING)  # (clears its cache)
+    try:
+        srv = FabricServer(LAB.fabric, "unused")
+        assert srv.mad_core == core
+        assert (srv.dispatch.native is not None) == (core == "native")
+        assert (srv.transport.pump is not None) == (core == "native")
+        srv.close()
+    finally:
+        sim_log.setLevel(level)

@@ -28,13 +28,18 @@ CORES = ("native", "python")
 
 
 def wanted() -> str:
-    """The core ``FABRICLAB_MAD_CORE`` asks for (anything else than ``python``: native)."""
-    return "python" if os.environ.get(ENV, "").strip().lower() == "python" else "native"
+    """The core ``FABRICLAB_MAD_CORE`` asks for (unset: native)."""
+    value = os.environ.get(ENV, "").strip().lower() or "native"
+    if value not in CORES:
+        log.warning("%s=%s is neither native nor python: the native core serves", ENV, value)
+        return "native"
+    return value
 
 
 def chosen() -> str:
-    """The core a server started now serves with: the one asked for, if it is there."""
-    if wanted() == "python":
+    """The core a server started now serves with: the one asked for, if it is there, and
+    the Python path while every MAD is traced (``-vv``)."""
+    if wanted() == "python" or log.isEnabledFor(logging.DEBUG):
         return "python"
     try:
         from . import _madcore  # type: ignore[attr-defined]  # noqa: F401
