@@ -315,3 +315,18 @@ def test_the_switch(monkeypatch, value, debug, core):
         srv.close()
     finally:
         sim_log.setLevel(level)
+
+
+def test_a_switchs_nodeinfo_cached_through_every_port_is_as_encoded():
+    """The first NodeInfo read of a switch fills every port's (LocalPortNum patched), for
+    the core to answer: each as if encoded through that port first."""
+    from fabriclab.sim.fabric.state import SimFabric
+
+    sim = SimFabric(LAB.fabric)
+    leaf = sim.node_of(LAB.fabric.find(LEAF))
+    leaf.node_info(3)
+    for p in leaf.ports:
+        if p is not None:
+            fresh = SimFabric(LAB.fabric).node_of(LAB.fabric.find(LEAF))
+            assert leaf.node_info(p.num) == fresh.node_info(p.num)
+            assert leaf.flat.ni_valid[p._r]

@@ -25,6 +25,8 @@ from .flat import ATTR_SIZE, Flat, FlatPort
 from .switch import SimSwitch
 
 _NDR = SPEEDS["NDR"]
+# NodeInfo's LocalPortNum: the byte of its 8-bit field (14.2.5.3)
+_NI_LOCAL_PORT = next(off // 8 for name, off, _ in NODE_INFO.fields if name == "LocalPort")
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
 # extended speed up to its own); LinkSpeedExtSupported2 bit 1 is XDR.
 _EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
@@ -319,11 +321,18 @@ class SimNode:
                     "VendorId": m.vendid,
                 }
             )
-            if here:
+            if not here:
+                self._node_info[local_port] = ni
+            elif self.is_switch:  # through every port alike but for LocalPortNum
+                for p in self.ports:
+                    if p is not None:
+                        r = self.first + p.num
+                        f.ni[r * ATTR_SIZE : (r + 1) * ATTR_SIZE] = ni
+                        f.ni[r * ATTR_SIZE + _NI_LOCAL_PORT] = p.num
+                        f.ni_valid[r] = 1
+            else:
                 f.ni[row * ATTR_SIZE : (row + 1) * ATTR_SIZE] = ni
                 f.ni_valid[row] = 1
-            else:
-                self._node_info[local_port] = ni
         return ni
 
     def port(self, num: int) -> SimPort | None:
