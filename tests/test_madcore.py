@@ -330,3 +330,17 @@ def test_a_switchs_nodeinfo_cached_through_every_port_is_as_encoded():
             fresh = SimFabric(LAB.fabric).node_of(LAB.fabric.find(LEAF))
             assert leaf.node_info(p.num) == fresh.node_info(p.num)
             assert leaf.flat.ni_valid[p._r]
+
+
+def test_a_failure_inside_costs_one_mad_alike(pair):
+    """Processing that raises (here the statistics broken on purpose) is a timeout for
+    the tool and a malformed MAD counted, on both paths; the server goes on."""
+    n, p = pair()
+    for s in (n, p):
+        s.srv.stats.classes = []  # type: ignore[assignment]
+    same(n, p, dr(Attr.NODE_DESC, [1]))
+    assert n.srv.stats.malformed == 1 and n.srv.stats.timed_out == 1
+    for s in (n, p):
+        s.srv.stats.classes = {}
+    same(n, p, dr(Attr.NODE_DESC, [1]))
+    assert n.srv.stats.answered == 1

@@ -107,6 +107,9 @@ def pump(
         except OSError as e:
             transport.detach(cl, f"receive failed: {e}")
             return
+        except Exception:  # the core failed on a datagram (a bug): it costs that MAD
+            transport.on_mad_error(cl, REQUEST_SIZE)
+            continue
         try:
             python(cl, n)
         except Exception:  # a bug must cost one MAD, not the fabric
