@@ -25,7 +25,7 @@ from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
-from ..wire import admission, record
+from ..wire import admission, native, record
 from ..wire.hostlink import HostLink, trees_dir
 from ..wire.hosttcp import HostTcp, make_token, parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
@@ -240,7 +240,7 @@ def _serve(
     )
     name = req.name
     where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
-    phases.phase("serving", where)
+    phases.phase("serving", f"{where} ({native.chosen()} MAD core)")
     start, _ = cluster.locate(None)
     srv = FabricServer(
         cluster.fabric,
