@@ -50,11 +50,10 @@ saturating 32-bit and 64-bit views):
 
 When the fabric's generation number moves (a forwarding-table write, a port change:
 :class:`~...fabric.state.Generation`), the flows through the switches and ports that
-changed are routed again, the others keep their routes; everything is routed again
-after a change of many places or on :meth:`TrafficEngine.reroute`.
-Counters reach the ports' :class:`~.counters.Counters` when they are read (the port's
-``flush``), so an update of the whole fabric is a few numpy passes.  One engine per
-fabric, used from one thread (the server loop).
+changed are routed again, the others keep their routes (all of them after a change
+of many places, or on :meth:`TrafficEngine.reroute`).  Counters reach the ports'
+:class:`~.counters.Counters` when they are read (the port's ``flush``), so an update of
+the whole fabric is a few numpy passes.  One engine per fabric, used from one thread.
 
 This module is the engine: its API and its time steps.  The flow table is
 :mod:`.flows`, routes and partition checks :mod:`.routes`, rates
