@@ -344,3 +344,33 @@ def test_a_failure_inside_costs_one_mad_alike(pair):
         s.srv.stats.classes = {}
     same(n, p, dr(Attr.NODE_DESC, [1]))
     assert n.srv.stats.answered == 1
+
+
+def test_encoded_ahead_the_first_reads_are_answered_natively(pair):
+    # what the server does before it serves (the native core): a discovery's first
+    # NodeInfo and PortInfo reads need no Python encoding
+    n, p = pair()
+    fresh, _ = pair()
+    f = n.srv.sim.flat
+    rows = [p._r for p in n.ports()]
+    assert not any(f.pi_valid[r] for r in rows)
+    assert n.srv.sim.encode_ahead() == len(rows)
+    assert all(f.pi_valid[r] and f.ni_valid[r] for r in rows)
+    to_python = {n: 0, fresh: 0}  # Gets the native core routed for Python to answer
+    for side in to_python:
+        routed = side.srv.dispatch.routed
+
+        def counted(cl, row, side=side, routed=routed):
+            to_python[side] += 1
+            routed(cl, row)
+
+        side.srv.dispatch.routed = counted  # type: ignore[method-assign]
+    paths = [[], [1], [1, 5], [1, 9], [1, 9, 1], [1, 9, 2, 5], [1, 12, 1, 2]]
+    for path in paths:
+        for attr, mod in ((Attr.NODE_INFO, 0), (Attr.PORT_INFO, 0), (Attr.PORT_INFO, 1)):
+            same(n, p, dr(attr, path, mod))
+            fresh.ask(dr(attr, path, mod))
+    assert to_python[n] == 0 and n.python_calls == 0
+    assert to_python[fresh] >= len(paths)  # the fresh one's first reads Python encoded
+    assert n.srv.stats == fresh.srv.stats
+    assert sum(f.pi_valid) == len(rows)

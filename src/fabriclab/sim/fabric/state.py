@@ -399,3 +399,17 @@ class SimFabric:
                 if sp is not None and sp.is_endport:
                     sp.lid = sp.lmc = sp.smlid = 0
                     sp.changed()
+
+    def encode_ahead(self) -> int:
+        """Encode every port's PortInfo and NodeInfo now, into the flat state, so that the
+        first reads of a discovery or an SM's first sweep are answered by the native core
+        instead of each waiting for Python to encode it (about 12 µs a port); the number
+        of ports encoded."""
+        n = 0
+        for node in self.nodes:
+            for p in node.ports:
+                if p is not None:
+                    p.port_info()
+                    node.node_info(p.num)
+                    n += 1
+        return n

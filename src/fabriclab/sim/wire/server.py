@@ -101,6 +101,8 @@ class FabricServer:
     def serve_forever(self, ready=None) -> None:
         """Serve until :meth:`stop` (binding first if need be); ``ready`` is called once
         serving."""
+        if self.mad_core == "native":
+            self.sim.encode_ahead()
         self.transport.serve_forever(ready)
 
     def stop(self, *_args) -> None:
