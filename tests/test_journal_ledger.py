@@ -217,3 +217,28 @@ def test_a_fault_with_flows_running_writes_no_flow(tmp_path, monkeypatch):
         live.traffic_request("stop", [], {})
         assert journal.load(path)["traffic"] == []  # stopped: the line says none
         live.close()
+
+
+def test_the_periodic_whole_save_waits_while_mads_arrive(tmp_path):
+    """The whole save (every port a sweep crossed) is not written while MADs keep
+    arriving, up to 30 s; once they stop, at the next check."""
+    import time
+
+    with served(CLUSTER, serve=False) as srv:
+        minhop.fill(srv.sim)
+        live = LiveFabric(srv, CLUSTER, VirtualClock(), state=tmp_path, name="j")
+        live.save(whole=True)
+        w = live.writer
+
+        def check(mads: int, ago: float) -> bool:
+            """MADs arrive, the last whole save ``ago`` seconds back: was one written?"""
+            srv.stats.mads += mads
+            w.saved = before = time.monotonic() - ago
+            live._periodic_save()
+            return w.saved != before
+
+        assert not check(mads=100, ago=5.0)  # due, but a sweep is under way
+        assert not check(mads=1, ago=20.0)
+        assert check(mads=0, ago=5.0)  # the MADs stopped: written
+        assert not check(mads=0, ago=1.0)  # not due
+        assert check(mads=100, ago=31.0)  # busy for 30 s: written all the same

@@ -35,6 +35,9 @@ from .traffic import commands as traffic_commands
 
 _BUSY_WAKE = 0.5  # seconds between steps while errors or traffic run under wall time
 _JOURNAL_EVERY = 2.0  # seconds between periodic journal saves (counters moved by MADs)
+# ... but while MADs keep arriving, up to this: a whole save walks every port a sweep or
+# a discovery crossed, and would hold up the tools sending them
+_JOURNAL_BUSY_EVERY = 30.0
 # What catching up with wall time may spend (seconds) before the rest due is carried out
 # at once, coalesced (a FELL_BEHIND event says so): the MADs and the admin socket wait
 # for no longer than this.
@@ -58,6 +61,7 @@ class LiveFabric:
         meta: dict | None = None,
     ):
         self.server = server
+        self._mads_seen = 0  # the server's MAD count at the last periodic save's check
         self.name = name
         self.sim = server.sim
         self.links = server.links
@@ -408,7 +412,9 @@ class LiveFabric:
         self.writer.save(lambda flows: self.snapshot(counters=False, flows=flows), whole)
 
     def _periodic_save(self) -> None:
-        if self.writer.due(_JOURNAL_EVERY):
+        mads = self.server.stats.mads
+        busy, self._mads_seen = mads != self._mads_seen, mads
+        if self.writer.due(_JOURNAL_BUSY_EVERY if busy else _JOURNAL_EVERY):
             self.save(whole=True)
 
     def restore(self, doc: dict, source: str = "journal") -> None:
