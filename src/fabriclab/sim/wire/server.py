@@ -24,7 +24,8 @@ from ..fabric.links import Links
 from ..fabric.pma import Pma
 from ..fabric.router import Router
 from ..fabric.sma import Sma
-from ..fabric.state import SimFabric
+from ..fabric import routed
+from ..fabric.state import SimFabric, SimPort
 from ..fabric.traps import Traps
 from .admission import Policy
 from .client import Client
@@ -112,6 +113,15 @@ class FabricServer:
     def set_issm(self, cl: Client, on: bool) -> None:
         """Client ``cl`` is now the subnet manager at its port, or no longer."""
         self.sms.set_issm(cl, on)
+
+    def routed(self, sm_port: SimPort) -> None:
+        """The fabric as a subnet manager at ``sm_port`` leaves it (``up --routed``,
+        :mod:`..fabric.routed`), with a stand-in answering SMInfo there until a real
+        subnet manager attaches."""
+        routed.configure(self.sim, sm_port)
+        standin = routed.SmStandIn(sm_port)
+        self.dispatch.standin = self.sms.standin = standin
+        self.router.forget(links=True)
 
     @property
     def clients(self) -> dict[int, Client]:
