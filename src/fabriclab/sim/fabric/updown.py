@@ -14,11 +14,13 @@ shortest path there goes up then down):
   "number of paths" counters), the lowest port number among equals;
 - a LID of a switch is routed but not counted (``port_profile_switch_nodes`` off).
 
-Where the candidate ports of two destinations are either the same set or disjoint (a fat
-tree, whole or with links down), picking the least-used port is a round robin over the
-set, which numpy computes for all LIDs of a switch at once; elsewhere the LIDs are taken
-one by one.  The result is deterministic: it depends on the cabling, the GUIDs and the
-LIDs only.
+The LIDs whose candidate ports are the same set are taken together, with numpy: the
+ports' counters filled level by level, the lowest port first at each level, is the order
+OpenSM's one-at-a-time choice takes them in.  The sets are taken in the order their
+first LID comes; OpenSM interleaves them, which makes a difference only where two sets
+share some ports but not all (not in a whole fat tree).  On the fabrics of tests/specs
+and gb200-su (2,048 HCAs) the tables are byte for byte OpenSM 3.3's (docs/routed.md).
+The result is deterministic: it depends on the cabling, the GUIDs and the LIDs only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from .state import SimFabric, SimNode
+from .state import SimFabric, SimNode, SimPort
 
 NO_PATH = 0xFF
 
@@ -50,11 +52,10 @@ def destinations(sim: SimFabric) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     row = {n.index: r for r, n in enumerate(switches)}
     load = []
     for n in switches:
-        cas = [
-            p.peer
-            for p in n.ports[1:]
-            if p is not None and _linked(p) and not p.peer.node.is_switch  # type: ignore[union-attr]
-        ]
+        cas: list[SimPort] = []
+        for p in n.ports[1:]:
+            if p is not None and p.peer is not None and _linked(p) and not p.peer.node.is_switch:
+                cas.append(p.peer)
         load.append((-len(cas), _net_order(n.fabric_node.guid), n, cas))
     load.sort(key=lambda t: (t[0], t[1]))
     lids: list[int] = []

@@ -20,11 +20,11 @@ import signal
 
 from ...ib import simwire
 from ...model.fabric import Fabric
+from ..fabric import routed
 from ..fabric.links import Links
 from ..fabric.pma import Pma
 from ..fabric.router import Router
 from ..fabric.sma import Sma
-from ..fabric import routed
 from ..fabric.state import SimFabric, SimPort
 from ..fabric.traps import Traps
 from .admission import Policy
