@@ -75,7 +75,7 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
     for ni, (lft, top) in updown.lfts(sim).items():
         sw = sim.nodes[ni].sw
         assert sw is not None
-        sw.lft = bytearray(lft)
+        sw.lft = lft
         sw.lft_top = top
         sw.lifetime = SWITCH_LIFETIME
     sim.generation.bump()

@@ -92,7 +92,7 @@ def destinations(sim: SimFabric) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     )
 
 
-def lfts(sim: SimFabric) -> dict[int, tuple[bytes, int]]:
+def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
     """Each switch's linear forwarding table (by node index): its bytes (a multiple of
     64, 0xFF where no route) and LinearFdbTop (the highest LID routed)."""
     switches: list[SimNode] = [n for n in sim.nodes if n.is_switch]
@@ -105,62 +105,138 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytes, int]]:
     for n in switches:
         r = row[n.index]
         for p in n.ports[1:]:
-            if p is not None and _linked(p) and p.peer.node.is_switch:  # type: ignore[union-attr]
+            if p is not None and p.peer is not None and p.peer.node.is_switch and _linked(p):
                 a.append(r)
                 a_port.append(p.num)
-                b.append(row[p.peer.node.index])  # type: ignore[union-attr]
+                b.append(row[p.peer.node.index])
     a_arr, port_arr, b_arr = (np.array(x, dtype=np.int64) for x in (a, a_port, b))
     graph = csr_matrix((np.ones(len(a_arr)), (a_arr, b_arr)), shape=(nsw, nsw))
     dist = shortest_path(graph, method="D", unweighted=True)
     lid, tgt, ext, cnt = destinations(sim)
     top = int(lid.max()) if len(lid) else 0
     size = (top // 64 + 1) * 64
+    # runs of LIDs with the same target switch, and each LID's place in its run
+    cut = np.flatnonzero(np.diff(tgt)) + 1
+    run_start = np.concatenate(([0], cut)).astype(np.int64)
+    run_len = np.diff(np.append(run_start, len(tgt)))
+    run_id = np.repeat(np.arange(len(run_start)), run_len)
+    run_tgt = tgt[run_start]
+    ci = cnt.astype(np.int64)
+    before = np.cumsum(ci) - ci  # counted LIDs before each, over all
+    off = (before - before[run_start][run_id]).astype(np.int32)  # ... within its run
+    run_counted = np.add.reduceat(ci, run_start) if len(ci) else ci
     starts = np.searchsorted(a_arr, np.arange(nsw + 1))  # a is in switch, then port order
-    out: dict[int, tuple[bytes, int]] = {}
+    # hops between switches, small: 255 where none (a fat tree's diameter is a few)
+    hops = np.where(np.isfinite(dist), np.minimum(dist, 254), 255).astype(np.uint8)
+    own: dict[int, list[int]] = {}
+    for ri, t in enumerate(run_tgt.tolist()):
+        own.setdefault(t, []).append(ri)
+    runs = _Runs(lid, run_len, run_id, off, run_tgt, run_counted, cnt)
+    out: dict[int, tuple[bytearray, int]] = {}
     for r, n in enumerate(switches):
         lft = np.full(size, NO_PATH, dtype=np.uint8)
-        mine = tgt == r
-        lft[lid[mine]] = ext[mine]
         lo, hi = starts[r], starts[r + 1]
-        others = ~mine & np.isfinite(dist[r, tgt])
-        if hi > lo and others.any():
-            _route_switch(lft, r, dist, port_arr[lo:hi], b_arr[lo:hi], lid, tgt, cnt, others)
-        out[n.index] = (lft.tobytes(), top)
+        if hi > lo:
+            lft[lid] = _route_switch(hops, r, port_arr[lo:hi], b_arr[lo:hi], runs)
+        for ri in own.get(r, ()):  # its own LIDs: out of the port they are at
+            a0, a1 = run_start[ri], run_start[ri] + run_len[ri]
+            lft[lid[a0:a1]] = ext[a0:a1]
+        out[n.index] = (bytearray(lft.data), top)
     return out
 
 
-def _route_switch(lft, r, dist, ports, nbs, lid, tgt, cnt, others) -> None:
-    """Fill switch ``r``'s entries for the LIDs ``others`` reaches through its
-    neighbours ``nbs`` (by its ``ports``, in port order)."""
-    closer = dist[nbs, :] == (dist[r, :] - 1)[None, :]  # [port j, target switch t]
+class _Runs:
+    """The LIDs to route in OpenSM's order, cut in runs of the same target switch."""
+
+    __slots__ = ("counted", "lid", "off", "run_counted", "run_id", "run_len", "run_tgt")
+
+    def __init__(self, lid, run_len, run_id, off, run_tgt, run_counted, counted):
+        self.lid, self.run_len, self.run_id, self.off = lid, run_len, run_id, off
+        self.run_tgt, self.run_counted, self.counted = run_tgt, run_counted, counted
+
+
+def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
+    """Switch ``r``'s out port for each LID (in OpenSM's order) through its neighbours
+    ``nbs`` (by its ``ports``, in port order); 0xFF for its own LIDs and those it does
+    not reach."""
+    here = hops[r].astype(np.int16) - 1
+    closer = hops[nbs] == here[None, :]  # [port j, target switch t]: one hop nearer
     packed = np.packbits(closer, axis=0)  # each target's candidate ports as bytes
-    keys = np.ascontiguousarray(packed.T).view(np.dtype((np.void, packed.shape[0])))[:, 0]
-    _, set_of = np.unique(keys, return_inverse=True)
-    d, t, c = lid[others], tgt[others], cnt[others]
-    s = set_of[t]
-    order = np.argsort(s, kind="stable")  # by set, each in OpenSM's port order
-    s_sorted, c_sorted = s[order], c[order].astype(np.int64)
-    bounds = np.flatnonzero(np.diff(s_sorted)) + 1
-    firsts = np.concatenate(([0], bounds))
-    lasts = np.concatenate((bounds, [len(order)]))
-    # the sets in the order their first LID comes
-    by_first = np.argsort(order[firsts], kind="stable")
-    paths = np.zeros(len(ports), dtype=np.int64)  # each port's "number of paths"
-    pick = np.empty(len(order), dtype=np.int64)
-    for g in by_first.tolist():
-        lo, hi = int(firsts[g]), int(lasts[g])
-        js = np.flatnonzero(closer[:, t[order[lo]]])
-        if len(js) == 0:
-            pick[lo:hi] = -1
+    width = -(-packed.shape[0] // 8) * 8
+    packed = np.concatenate(
+        (packed, np.zeros((width - packed.shape[0], packed.shape[1]), np.uint8))
+    )
+    keys = np.ascontiguousarray(packed.T).view(np.uint64)  # [t, words]
+    keys = keys[:, 0] if keys.shape[1] == 1 else keys.view(np.dtype((np.void, width)))[:, 0]
+    _, first_t, set_of = np.unique(keys, return_index=True, return_inverse=True)
+    members = closer[:, first_t].T  # [set, port j]
+    k = members.sum(axis=1)
+    s_run = set_of[runs.run_tgt]
+    run_counted = runs.run_counted
+    # each run's counted LIDs before it in its set
+    order = np.argsort(s_run, kind="stable")
+    rc = run_counted[order]
+    acc = np.cumsum(rc) - rc
+    grp = s_run[order]
+    heads = np.flatnonzero(np.concatenate(([True], grp[1:] != grp[:-1])))
+    acc -= np.repeat(acc[heads], np.diff(np.append(heads, len(grp))))
+    run_base = np.empty_like(acc)
+    run_base[order] = acc
+    choice = np.append(ports, NO_PATH).astype(np.uint8)  # index len(ports): no path
+    nsets = len(k)
+    per_set = np.bincount(s_run, weights=run_counted, minlength=nsets).astype(np.int64)
+    counting = per_set > 0
+    used = members[counting]
+    if int(used.sum()) != int(used.any(axis=0).sum()):
+        return choice[_shared(members, k, s_run, run_base, per_set, len(ports), runs)]
+    # the sets that count paths are disjoint: each a round robin in port order from the
+    # lowest; a set of switch LIDs only (not counted) takes its least-used port
+    kmax = max(int(k.max()), 1)
+    table = np.full((nsets, kmax), len(ports), dtype=np.int64)
+    js_set, js_port = np.nonzero(members)
+    col = np.arange(len(js_set)) - np.searchsorted(js_set, js_set)
+    table[js_set, col] = js_port
+    kk = np.maximum(k, 1)
+    if not counting.all():  # each port's paths: its share of its set's round robin
+        paths = np.zeros(len(ports) + 1, dtype=np.int64)
+        share = per_set[js_set] // kk[js_set] + (col < per_set[js_set] % kk[js_set])
+        np.add.at(paths, js_port, share)
+        cost = np.where(members, paths[None, : len(ports)], np.iinfo(np.int64).max)
+        least = np.where(k > 0, np.argmin(cost, axis=1), len(ports))
+        quiet = ~counting
+        table[quiet, 0] = least[quiet]
+        kk = np.where(quiet, 1, kk)
+    values = choice[table].ravel()  # [set, column] -> port, flat
+    run_len = runs.run_len
+    k_run = kk[s_run].astype(np.int32)
+    col_lid = (np.repeat(run_base.astype(np.int32) % k_run, run_len) + runs.off) % np.repeat(
+        k_run, run_len
+    )
+    return values[np.repeat((s_run * kmax).astype(np.int32), run_len) + col_lid]
+
+
+def _shared(members, k, s_run, run_base, per_set, nports, runs: _Runs) -> np.ndarray:
+    """The port (index) of each LID where sets of candidate ports share some: each
+    set's LIDs in turn, the ports' counters carried over from set to set."""
+    nsets = len(k)
+    rank = run_base[runs.run_id] + runs.off
+    s_lid = s_run[runs.run_id]
+    pick = np.full(len(s_lid), nports, dtype=np.int64)
+    paths = np.zeros(nports, dtype=np.int64)
+    set_first_run = np.full(nsets, len(s_run), dtype=np.int64)
+    np.minimum.at(set_first_run, s_run, np.arange(len(s_run)))
+    lid_order = np.argsort(s_lid, kind="stable")
+    bounds = np.searchsorted(s_lid[lid_order], np.arange(nsets + 1))
+    for si in np.argsort(set_first_run, kind="stable").tolist():
+        js = np.flatnonzero(members[si])
+        idx = lid_order[bounds[si] : bounds[si + 1]]
+        if len(js) == 0 or len(idx) == 0:
             continue
-        cs = c_sorted[lo:hi]
-        rank = np.cumsum(cs) - cs  # counted LIDs before each
-        n = int(cs.sum())
+        n = int(per_set[si])
         seq = _fill_order(paths[js], n + 1)
-        pick[lo:hi] = js[seq[rank]]
+        pick[idx] = js[seq[rank[idx]]]
         np.add.at(paths, js[seq[:n]], 1)
-    ok = pick >= 0
-    lft[d[order][ok]] = ports[pick[ok]]
+    return pick
 
 
 def _fill_order(counts: np.ndarray, n: int) -> np.ndarray:
