@@ -127,17 +127,21 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
     run_counted = np.add.reduceat(ci, run_start) if len(ci) else ci
     starts = np.searchsorted(a_arr, np.arange(nsw + 1))  # a is in switch, then port order
     # hops between switches, small: 255 where none (a fat tree's diameter is a few)
-    hops = np.where(np.isfinite(dist), np.minimum(dist, 254), 255).astype(np.uint8)
+    dist[~np.isfinite(dist)] = 255
+    hops = dist.astype(np.uint8)
+    del dist
     own: dict[int, list[int]] = {}
     for ri, t in enumerate(run_tgt.tolist()):
         own.setdefault(t, []).append(ri)
-    runs = _Runs(lid, run_len, run_id, off, run_tgt, run_counted, cnt)
+    srt = np.argsort(lid, kind="stable")  # the LIDs ascending, as the tables are written
+    runs = _Runs(run_id[srt].astype(np.int32), off[srt], run_tgt, run_counted)
+    lid_sorted = lid[srt]
     out: dict[int, tuple[bytearray, int]] = {}
     for r, n in enumerate(switches):
         lft = np.full(size, NO_PATH, dtype=np.uint8)
         lo, hi = starts[r], starts[r + 1]
         if hi > lo:
-            lft[lid] = _route_switch(hops, r, port_arr[lo:hi], b_arr[lo:hi], runs)
+            lft[lid_sorted] = _route_switch(hops, r, port_arr[lo:hi], b_arr[lo:hi], runs)
         for ri in own.get(r, ()):  # its own LIDs: out of the port they are at
             a0, a1 = run_start[ri], run_start[ri] + run_len[ri]
             lft[lid[a0:a1]] = ext[a0:a1]
@@ -146,28 +150,29 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
 
 
 class _Runs:
-    """The LIDs to route in OpenSM's order, cut in runs of the same target switch."""
+    """The LIDs to route, cut in runs of the same target switch in OpenSM's order: each
+    LID's run and place in it (counted LIDs before it there), the LIDs ascending; each
+    run's target and counted LIDs."""
 
-    __slots__ = ("counted", "lid", "off", "run_counted", "run_id", "run_len", "run_tgt")
+    __slots__ = ("off", "run_counted", "run_id", "run_tgt")
 
-    def __init__(self, lid, run_len, run_id, off, run_tgt, run_counted, counted):
-        self.lid, self.run_len, self.run_id, self.off = lid, run_len, run_id, off
-        self.run_tgt, self.run_counted, self.counted = run_tgt, run_counted, counted
+    def __init__(self, run_id, off, run_tgt, run_counted):
+        self.run_id, self.off, self.run_tgt, self.run_counted = run_id, off, run_tgt, run_counted
 
 
 def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
-    """Switch ``r``'s out port for each LID (in OpenSM's order) through its neighbours
+    """Switch ``r``'s out port for each LID (ascending) through its neighbours
     ``nbs`` (by its ``ports``, in port order); 0xFF for its own LIDs and those it does
     not reach."""
-    here = hops[r].astype(np.int16) - 1
+    here = hops[r] - np.uint8(1)  # 255 (none) for its own: no neighbour is 255 from r
     closer = hops[nbs] == here[None, :]  # [port j, target switch t]: one hop nearer
-    packed = np.packbits(closer, axis=0)  # each target's candidate ports as bytes
-    width = -(-packed.shape[0] // 8) * 8
-    packed = np.concatenate(
-        (packed, np.zeros((width - packed.shape[0], packed.shape[1]), np.uint8))
-    )
-    keys = np.ascontiguousarray(packed.T).view(np.uint64)  # [t, words]
-    keys = keys[:, 0] if keys.shape[1] == 1 else keys.view(np.dtype((np.void, width)))[:, 0]
+    packed = np.packbits(closer, axis=0, bitorder="little")  # [byte, t]
+    if packed.shape[0] <= 8:  # each target's candidate ports as one 64-bit word
+        keys = np.zeros(packed.shape[1], dtype=np.uint64)
+        for i in range(packed.shape[0]):
+            keys |= packed[i].astype(np.uint64) << np.uint64(8 * i)
+    else:
+        keys = np.ascontiguousarray(packed.T).view(np.dtype((np.void, packed.shape[0])))[:, 0]
     _, first_t, set_of = np.unique(keys, return_index=True, return_inverse=True)
     members = closer[:, first_t].T  # [set, port j]
     k = members.sum(axis=1)
@@ -207,19 +212,18 @@ def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
         table[quiet, 0] = least[quiet]
         kk = np.where(quiet, 1, kk)
     values = choice[table].ravel()  # [set, column] -> port, flat
-    run_len = runs.run_len
     k_run = kk[s_run].astype(np.int32)
-    col_lid = (np.repeat(run_base.astype(np.int32) % k_run, run_len) + runs.off) % np.repeat(
-        k_run, run_len
-    )
-    return values[np.repeat((s_run * kmax).astype(np.int32), run_len) + col_lid]
+    row_run = (s_run * kmax).astype(np.int32)
+    base_run = (run_base % k_run).astype(np.int32)
+    rid = runs.run_id
+    return values[row_run[rid] + (base_run[rid] + runs.off) % k_run[rid]]
 
 
 def _shared(members, k, s_run, run_base, per_set, nports, runs: _Runs) -> np.ndarray:
-    """The port (index) of each LID where sets of candidate ports share some: each
+    """The port (index) of each LID (ascending) where sets of candidate ports share some: each
     set's LIDs in turn, the ports' counters carried over from set to set."""
     nsets = len(k)
-    rank = run_base[runs.run_id] + runs.off
+    rank = run_base[runs.run_id] + runs.off  # the LIDs ascending
     s_lid = s_run[runs.run_id]
     pick = np.full(len(s_lid), nports, dtype=np.int64)
     paths = np.zeros(nports, dtype=np.int64)
