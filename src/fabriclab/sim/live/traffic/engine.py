@@ -269,6 +269,8 @@ class TrafficEngine:
     ) -> np.ndarray:
         """The table indices (flow id - 1) of the flows in one of ``states``, from one
         of ports ``src``, to one of ports ``dst`` and among ``ids`` (each None: any)."""
+        if self._f.n == 0:  # no flows: no need of the fabric's snapshot (costly at 32k HCAs)
+            return np.zeros(0, dtype=np.int64)
         snap = self._snapshot()
         return query.select(
             self._f,
