@@ -1,7 +1,8 @@
 """A fabric brought up as if a subnet manager had already run (``fabriclab up --routed``).
 
 What OpenSM leaves behind after its first sweep on this fabric (read back from the
-ports after a real ``opensm -o`` here, and checked against OpenSM's sources):
+ports after a real ``opensm -o`` here, and checked against OpenSM's sources: the
+defaults are include/opensm/osm_base.h's OSM_DEFAULT_*, set in opensm/osm_subnet.c):
 
 - every end port keeps the LID of the spec's LID plan, with LMC 0 (OpenSM's ``lmc``
   default, opensm/osm_subnet.c; osm_lid_mgr.c keeps a valid LID it finds), the master

@@ -167,6 +167,7 @@ def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
     here = hops[r] - np.uint8(1)  # 255 (none) for its own: no neighbour is 255 from r
     closer = hops[nbs] == here[None, :]  # [port j, target switch t]: one hop nearer
     packed = np.packbits(closer, axis=0, bitorder="little")  # [byte, t]
+    keys: np.ndarray
     if packed.shape[0] <= 8:  # each target's candidate ports as one 64-bit word
         keys = np.zeros(packed.shape[1], dtype=np.uint64)
         for i in range(packed.shape[0]):
