@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from .state import SimFabric, SimNode, SimPort
 
@@ -110,8 +109,7 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
                 a_port.append(p.num)
                 b.append(row[p.peer.node.index])
     a_arr, port_arr, b_arr = (np.array(x, dtype=np.int64) for x in (a, a_port, b))
-    graph = csr_matrix((np.ones(len(a_arr)), (a_arr, b_arr)), shape=(nsw, nsw))
-    dist = shortest_path(graph, method="D", unweighted=True)
+    hops = _hops(a_arr, b_arr, nsw)
     lid, tgt, ext, cnt = destinations(sim)
     top = int(lid.max()) if len(lid) else 0
     size = (top // 64 + 1) * 64
@@ -126,10 +124,6 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
     off = (before - before[run_start][run_id]).astype(np.int32)  # ... within its run
     run_counted = np.add.reduceat(ci, run_start) if len(ci) else ci
     starts = np.searchsorted(a_arr, np.arange(nsw + 1))  # a is in switch, then port order
-    # hops between switches, small: 255 where none (a fat tree's diameter is a few)
-    dist[~np.isfinite(dist)] = 255
-    hops = dist.astype(np.uint8)
-    del dist
     own: dict[int, list[int]] = {}
     for ri, t in enumerate(run_tgt.tolist()):
         own.setdefault(t, []).append(ri)
@@ -149,15 +143,45 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
     return out
 
 
+def _hops(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Hops between every two of ``n`` switches over the links a[i]-b[i] (255: none),
+    by a breadth-first search from all of them at once: each switch's reach a bitset,
+    grown by its neighbours' at each step (a fat tree's diameter is a few steps)."""
+    graph = csr_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(n, n))
+    graph.sum_duplicates()
+    indptr, nbr = graph.indptr, graph.indices
+    has = np.diff(indptr) > 0
+    words = -(-n // 64)
+    reach = np.zeros((n, words * 64), dtype=bool)
+    reach[np.arange(n), np.arange(n)] = True
+    reach = np.packbits(reach, axis=1, bitorder="little").view(np.uint64)  # [n, words]
+    hops = np.full((n, n), 255, dtype=np.uint8)
+    hops[np.arange(n), np.arange(n)] = 0
+    starts = np.minimum(indptr[:-1], max(len(nbr) - 1, 0))
+    for step in range(1, 255):
+        if len(nbr) == 0:
+            break
+        grown = np.bitwise_or.reduceat(reach[nbr], starts, axis=0)
+        grown[~has] = 0
+        new = grown & ~reach
+        if not new.any():
+            break
+        reach |= new
+        fresh = np.unpackbits(new.view(np.uint8), axis=1, bitorder="little")[:, :n]
+        hops[fresh.astype(bool)] = step
+    return hops
+
+
 class _Runs:
     """The LIDs to route, cut in runs of the same target switch in OpenSM's order: each
     LID's run and place in it (counted LIDs before it there), the LIDs ascending; each
     run's target and counted LIDs."""
 
-    __slots__ = ("off", "run_counted", "run_id", "run_tgt")
+    __slots__ = ("longest", "off", "run_counted", "run_id", "run_tgt")
 
     def __init__(self, run_id, off, run_tgt, run_counted):
         self.run_id, self.off, self.run_tgt, self.run_counted = run_id, off, run_tgt, run_counted
+        self.longest = int(run_counted.max()) + 1 if len(run_counted) else 1
 
 
 def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
@@ -212,12 +236,12 @@ def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
         quiet = ~counting
         table[quiet, 0] = least[quiet]
         kk = np.where(quiet, 1, kk)
-    values = choice[table].ravel()  # [set, column] -> port, flat
-    k_run = kk[s_run].astype(np.int32)
-    row_run = (s_run * kmax).astype(np.int32)
-    base_run = (run_base % k_run).astype(np.int32)
-    rid = runs.run_id
-    return values[row_run[rid] + (base_run[rid] + runs.off) % k_run[rid]]
+    # each set's round robin written out long enough for any run to read straight on:
+    # a LID's port is at its run's start (set row, rank of its first LID) plus its place
+    width = kmax + runs.longest
+    values = choice[np.take_along_axis(table, np.arange(width)[None, :] % kk[:, None], 1)]
+    start = (s_run * width + run_base % kk[s_run]).astype(np.int32)
+    return values.ravel()[start[runs.run_id] + runs.off]
 
 
 def _shared(members, k, s_run, run_base, per_set, nports, runs: _Runs) -> np.ndarray:

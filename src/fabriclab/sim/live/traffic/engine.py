@@ -225,6 +225,8 @@ class TrafficEngine:
     def flows_at(self, which: Iterable[int]) -> list[Flow]:
         """The flows at table indices ``which`` (flow id - 1)."""
         f = self._f
+        if f.n == 0:  # none: no need of the fabric's snapshot
+            return []
         snap = self._snapshot()
         routes = self._routes
         out = []
