@@ -50,7 +50,9 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
     """Bring ``sim`` to the state a subnet manager at ``sm_port`` leaves it in (see the
     module).  Ports whose link is not up stay as they are."""
     sm_lid = sm_port.lid
+    active = PortState.ACTIVE
     for node in sim.nodes:
+        switch = node.is_switch
         for p in node.ports:
             if p is None:
                 continue
@@ -59,16 +61,18 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
                 p.smlid, p.smsl = sm_lid, 0
                 p.subnet_timeout = SUBNET_TIMEOUT
                 p.mkey = p.mkey_lease = p.mkey_protect = 0
-            linked = p.num == 0 or (p.peer is not None and p.up and p.peer.up)
-            if not linked:
+            elif p.peer is None:
+                continue  # a switch port with no cable: nothing an SM sets there
+            q = p.peer
+            if p.num != 0 and (q is None or not p.up or not q.up):
                 p.changed()
                 continue
             p.local_phy_err = p.overrun_err = ERROR_THRESHOLD
             if p.num != 0:
-                p.state = PortState.ACTIVE
+                p.state = active
                 p.op_vls = OP_VLS
-                if node.is_switch:
-                    to_switch = p.peer is not None and p.peer.node.is_switch
+                if switch:
+                    to_switch = q is not None and q.node.is_switch
                     p.hoq_life = HOQ_BETWEEN_SWITCHES if to_switch else HOQ_TO_CA
                     if to_switch:
                         p.part_enf_in = p.part_enf_out = 0
