@@ -11,6 +11,7 @@ subnet up keeping every LID, and its routes are the ones fabriclab wrote.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -232,3 +233,15 @@ def test_routed_is_what_opensm_leaves(real_tools, tmp_path):
         theirs = _ports(srv.sim)
     ours = _routed(THREE_TIER)
     assert _ports(ours) == theirs
+
+
+@pytest.mark.realtools
+def test_client_routed(real_tools, tmp_path, monkeypatch):
+    """The Python client brings a fabric up routed (``Fabric.up(..., routed=True)``):
+    the tools find the master at once."""
+    from fabriclab.client import Fabric
+
+    monkeypatch.setenv("FABRICLAB_STATE_DIR", str(tmp_path))
+    with Fabric.up("lab", name=f"flrouted{os.getpid()}", sm=False, routed=True) as f:
+        r = f.exec("sched-worker2", ["sminfo"])
+        assert r.returncode == 0 and "SMINFO_MASTER" in r.stdout, r.stderr
