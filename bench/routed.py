@@ -205,7 +205,8 @@ def main() -> None:
         med = statistics.median
         print(
             f"up --routed to the first answered MAD  {med(ready):6.2f} s   (goal <= 10 s): "
-            f"model built by {med(serving):.1f} s, routed and serving by {med(up_ready):.1f} s"
+            f"up's own phases (from its start, after Python's): model built {med(serving):.1f} s, "
+            f"routed and serving {med(up_ready):.1f} s"
         )
         print(
             f"ibnetdiscover of it                    {med(disc):6.2f} s   completed: {nodes} "
