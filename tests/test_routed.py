@@ -23,6 +23,7 @@ from helpers import fl, no_timestamp, one_error, rendered, served, umad2sim_env
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
+from fabriclab.ib.enums import PhysState, PortState
 from fabriclab.model.build import build
 from fabriclab.model.cluster import find_port
 from fabriclab.sim.fabric import routed, updown
@@ -32,25 +33,41 @@ from fabriclab.spec.load import load_spec
 THREE_TIER = str(SPECS / "three-tier-hdr.yaml")
 
 
-def _routed(spec: str, trays: int | None = None) -> SimFabric:
+def _cut(sim: SimFabric, pairs: int) -> None:
+    """Take the first ``pairs`` links from a leaf up down (both ends POLLING), as a
+    fault does, so that some destinations are reached over fewer ports."""
+    leaves = [n for n in sim.nodes if n.is_switch and n.fabric_node.tier == 1]
+    for n in leaves[:pairs]:
+        p = next(p for p in n.ports[1:] if p is not None and p.peer and p.peer.node.is_switch)
+        for end in (p, p.peer):
+            end.phys, end.state = PhysState.POLLING, PortState.DOWN
+            end.changed()
+
+
+def _routed(spec: str, trays: int | None = None, cut: int = 0) -> SimFabric:
     c = build(load_spec(spec, trays=trays))
     sim = SimFabric(c.fabric)
+    _cut(sim, cut)
     start, _ = find_port(c, None)
     routed.configure(sim, sim.port_of(start))
     return sim
 
 
-@pytest.mark.parametrize("spec", [THREE_TIER, str(SPECS / "pods-scaled.yaml"), "gb200-su"])
-def test_routes_are_min_hop_and_loop_free(spec):
+@pytest.mark.parametrize(
+    "spec,cut",
+    [(THREE_TIER, 0), (THREE_TIER, 3), (str(SPECS / "pods-scaled.yaml"), 0), ("gb200-su", 0)],
+)
+def test_routes_are_min_hop_and_loop_free(spec, cut):
     """From every switch, every LID is reached by following the tables, in exactly the
-    switch-to-switch distance plus one hop out: no loop, no detour, no LID left out."""
-    sim = _routed(spec, trays=64 if spec == "gb200-su" else None)
+    switch-to-switch distance plus one hop out: no loop, no detour, no LID left out
+    (with links down too: then over the others)."""
+    sim = _routed(spec, trays=64 if spec == "gb200-su" else None, cut=cut)
     switches = [n for n in sim.nodes if n.is_switch]
     row = {n.index: r for r, n in enumerate(switches)}
     a, b = [], []
     for n in switches:
         for p in n.ports[1:]:
-            if p is not None and p.peer is not None and p.peer.node.is_switch:
+            if p is not None and p.peer is not None and p.peer.node.is_switch and p.up:
                 a.append(row[n.index])
                 b.append(row[p.peer.node.index])
     dist = shortest_path(
@@ -219,19 +236,22 @@ def _ports(sim: SimFabric) -> dict[tuple[int, int], tuple]:
 
 
 @pytest.mark.realtools
-def test_routed_is_what_opensm_leaves(real_tools, tmp_path):
+@pytest.mark.parametrize("cut", [0, 3])
+def test_routed_is_what_opensm_leaves(real_tools, tmp_path, cut):
     """The real OpenSM's first sweep (opensm -o) on a fabric served in this process
-    leaves every port and switch exactly as ``--routed`` brings them up."""
+    leaves every port and switch exactly as ``--routed`` brings them up (with links
+    down too: its routes around them are fabriclab's)."""
     cluster = build(load_spec(THREE_TIER))
     start, _ = find_port(cluster, None)
     with served(cluster) as srv:
+        _cut(srv.sim, cut)
         env = umad2sim_env(srv.name, start.node.desc)
         env.update(OSM_TMP_DIR=str(tmp_path), OSM_CACHE_DIR=str(tmp_path))
         log = tmp_path / "opensm.log"
         subprocess.run(["opensm", "-o", "-e", "-f", str(log)], env=env, timeout=300, check=True)
         assert "SUBNET UP" in log.read_text(errors="replace")
         theirs = _ports(srv.sim)
-    ours = _routed(THREE_TIER)
+    ours = _routed(THREE_TIER, cut=cut)
     assert _ports(ours) == theirs
 
 

@@ -16,10 +16,14 @@ shortest path there goes up then down):
 
 The LIDs whose candidate ports are the same set are taken together, with numpy: the
 ports' counters filled level by level, the lowest port first at each level, is the order
-OpenSM's one-at-a-time choice takes them in.  The sets are taken in the order their
-first LID comes; OpenSM interleaves them, which makes a difference only where two sets
-share some ports but not all (not in a whole fat tree).  On the fabrics of tests/specs
-and gb200-su (2,048 HCAs) the tables are byte for byte OpenSM 3.3's (docs/routed.md).
+OpenSM's one-at-a-time choice takes them in.  Where the sets that count paths are
+disjoint (a whole fat tree) each is a round robin of its own, and a set holding only
+switch LIDs (counted by none) takes its least-used port; where they share some ports
+(links down), the sets are taken in the order their first LID comes, the counters
+carried over.  OpenSM interleaves them, which could differ only in which of two equal
+ports a LID takes.  On the fabrics of tests/specs, gb200-su (2,048 HCAs) and
+three-tier-hdr with links down, the tables are byte for byte OpenSM 3.3's
+(tests/test_routed.py, docs/routed.md).
 The result is deterministic: it depends on the cabling, the GUIDs and the LIDs only.
 """
 
