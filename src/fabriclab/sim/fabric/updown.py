@@ -194,14 +194,15 @@ def _route_switch(hops, r, ports, nbs, runs: _Runs) -> np.ndarray:
     not reach."""
     here = hops[r] - np.uint8(1)  # 255 (none) for its own: no neighbour is 255 from r
     closer = hops[nbs] == here[None, :]  # [port j, target switch t]: one hop nearer
-    packed = np.packbits(closer, axis=0, bitorder="little")  # [byte, t]
+    nt, nj = closer.shape[1], closer.shape[0]
     keys: np.ndarray
-    if packed.shape[0] <= 8:  # each target's candidate ports as one 64-bit word
-        keys = np.zeros(packed.shape[1], dtype=np.uint64)
-        for i in range(packed.shape[0]):
-            keys |= packed[i].astype(np.uint64) << np.uint64(8 * i)
+    if nj <= 64:  # each target's candidate ports as one 64-bit word
+        bits = np.zeros((nt, 64), dtype=bool)
+        bits[:, :nj] = closer.T
+        keys = np.packbits(bits, axis=1, bitorder="little").view(np.uint64)[:, 0]
     else:
-        keys = np.ascontiguousarray(packed.T).view(np.dtype((np.void, packed.shape[0])))[:, 0]
+        packed = np.packbits(np.ascontiguousarray(closer.T), axis=1)
+        keys = packed.view(np.dtype((np.void, packed.shape[1])))[:, 0]
     _, first_t, set_of = np.unique(keys, return_index=True, return_inverse=True)
     members = closer[:, first_t].T  # [set, port j]
     k = members.sum(axis=1)
