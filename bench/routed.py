@@ -15,7 +15,7 @@ With ``--cold-sm`` also OpenSM from start to SUBNET UP on the same fabric up wit
 ``--routed`` (nothing routed, ports INIT: OpenSM's whole first sweep; goal <= 5 min),
 with the same CPU shares.  Figures are medians of the rounds.
 
-    python bench/routed.py [--trays 8192] [--rounds 3] [--cold-sm] [--quick]
+    python bench/routed.py [--trays 8192] [--rounds 3] [--no-sm] [--cold-sm] [--quick]
 """
 
 from __future__ import annotations
