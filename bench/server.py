@@ -55,6 +55,10 @@ BENCH_SPEC = {
 }
 
 
+# fabriclab's time / ibsim's, at most (the speed issue's goals)
+GOALS = {"opensm": 0.8, "ibnetdiscover": 0.7}
+
+
 def _tool_env(name: str, host: str, work: Path) -> dict:
     env = dict(os.environ)
     env.update(
@@ -226,13 +230,16 @@ def compare(rounds: int, discoveries: int) -> None:
                     )
             finally:
                 s.stop()
-    for what, data in (("opensm start to SUBNET UP", sm), ("ibnetdiscover, full fabric", disc)):
+    for what, data, goal in (
+        ("opensm start to SUBNET UP", sm, GOALS["opensm"]),
+        ("ibnetdiscover, full fabric", disc, GOALS["ibnetdiscover"]),
+    ):
         b = statistics.median(data["fabriclab"])
         for sim in ibsims:
             a = statistics.median(data[sim.label])
             print(
                 f"{what:28s} {sim.label:10s} {a:6.2f} s   fabriclab {b:6.2f} s   "
-                f"ratio {b / a:4.2f} (goal <= 1.0)   [{len(data[sim.label])} runs each, median]"
+                f"ratio {b / a:4.2f} (goal <= {goal})   [{len(data[sim.label])} runs each, median]"
             )
     for sim in ibsims:
         sim.close()

@@ -265,3 +265,21 @@ def test_answers_untaken_for_stall_max_close_the_client(monkeypatch):
     c.moved -= admin.STALL_MAX + 1
     srv._sweep()
     assert not srv.conns
+
+
+def test_stats_say_what_each_operations_requests_cost_the_loop(server):
+    """``stats``' ``requests``: each operation's count, total and recent median and
+    maximum seconds (how bench/storm.py reads what a fault request costs)."""
+
+    def fault_cost() -> dict:
+        got = ask(server, {"op": "stats"})["result"]["requests"]
+        return next((c for c in got if c["op"] == "fault"), {"count": 0})
+
+    before = fault_cost()
+    for kind in ("down", "up"):
+        r = ask(server, {"op": "fault", "kind": kind, "target": f"{LEAF}[3]", "options": {}})
+        assert r["ok"], r
+    ask(server, {"op": "fault", "kind": "nope", "target": "x", "options": {}})  # refused
+    cost = fault_cost()
+    assert cost["count"] == before["count"] + 3
+    assert 0 < cost["median"] <= cost["max"] < 5 and cost["seconds"] >= cost["max"]

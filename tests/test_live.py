@@ -345,7 +345,7 @@ def test_the_loop_hook_saves_the_journal_under_a_virtual_clock(tmp_path):
         assert path.exists()
         p = live.resolve(f"{LEAF}[5]").ports[0]
         p.counters.add("SymbolErrorCounter", 3)  # moved without a live change (a MAD)
-        live._saved -= 60  # as if the last save were a minute ago
+        live.writer.saved -= 60  # as if the last save were a minute ago
         live._wake_at = _time.monotonic()
         live.wake()
         key = f"{p.node.index}:{p.num}"

@@ -200,6 +200,8 @@ def test_opensm_takes_over(fab):
     assert _ibroute(fab, 1) == before
 
 
+# fields kept in the fabric's flat state (properties, not slots), then every slot
+_FLAT = ("lid", "lmc", "state", "phys", "is_endport")
 _NOT_SM = {
     "node",
     "fabric_port",
@@ -224,7 +226,7 @@ def _ports(sim: SimFabric) -> dict[tuple[int, int], tuple]:
             if p is not None:
                 fields = [
                     (f, int(v) if isinstance(v, int) else v)
-                    for f in type(p).__slots__
+                    for f in (*_FLAT, *type(p).__slots__)
                     if f not in _NOT_SM
                     for v in [getattr(p, f)]
                     if not isinstance(v, (bytearray, dict))

@@ -199,3 +199,77 @@ def test_the_router_remembers_routes_until_told_to_forget(lab):
     assert router.dr_out(src, path, 2)[0] is lab.port(SPINE, 1)
     router.forget(links=True)
     assert router.dr_out(src, path, 2)[0] is None
+
+
+def test_a_link_change_forgets_only_the_routes_that_cross_it(lab, monkeypatch):
+    """A link going down (a flap, a fault) forgets the routes over it and keeps the
+    rest: a storm of flaps elsewhere does not make every MAD walk its path again."""
+    import fabriclab.sim.fabric.router as router_mod
+
+    walks = []
+    real = router_mod.dr_out
+    monkeypatch.setattr(router_mod, "dr_out", lambda *a: walks.append(a) or real(*a))
+    router = Router()
+    src = lab.port(W1)
+    to_spine = bytes([0, 1, 9]) + bytes(61)
+    to_w2 = bytes([0, 1, 5]) + bytes(61)
+    assert router.dr_out(src, to_spine, 2)[0] is lab.port(SPINE, 1)
+    assert router.dr_out(src, to_w2, 2)[0] is lab.port(W2)
+    assert len(walks) == 2
+    w2_link = lab.port(LEAF, 5)
+    w2_link.phys = lab.port(W2).phys = PhysState.POLLING  # W2's cable fails
+    router.forget_links([w2_link])
+    assert router.dr_out(src, to_spine, 2)[0] is lab.port(SPINE, 1)
+    assert len(walks) == 2  # remembered: it does not cross W2's link
+    assert router.dr_out(src, to_w2, 2)[0] is None  # walked again: the link is down
+    assert len(walks) == 3
+    w2_link.phys = lab.port(W2).phys = PhysState.LINKUP
+    router.forget_links([lab.port(W2)])  # either end names the link
+    assert router.dr_out(src, to_w2, 2)[0] is lab.port(W2)
+
+
+def test_routes_remembered_over_link_changes_are_the_routes_walked():
+    """Any mix of link changes and routes asked for: what the router remembers is what
+    a fresh walk finds (directed routes and LID routes, SMPs or not)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    lab = Lab()
+    lab.route()
+    lab.activate()
+    leaf_ports = [lab.port(LEAF, n) for n in range(1, 10)]
+    cas = [lab.node(f"sched-worker{i} mlx5_0").ports[1] for i in (1, 2)]
+    paths = [bytes([0, 1, n]) + bytes(61) for n in range(1, 10)]
+    paths += [bytes([0, 1, 9, 1]) + bytes(60)]
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(st.integers(0, 8), st.integers(0, len(paths) - 1), st.integers(0, 9)),
+            max_size=30,
+        )
+    )
+    def run(steps):
+        router = Router()
+        for p in leaf_ports:
+            if p.peer is not None:
+                p.phys = p.peer.phys = PhysState.LINKUP
+                p.state = p.peer.state = PortState.ACTIVE
+        for flip, path, lid in steps:
+            p = leaf_ports[flip]
+            if p.peer is not None and lid % 3 == 0:  # the link goes down, or comes back
+                up = p.phys != PhysState.LINKUP
+                p.phys = p.peer.phys = PhysState.LINKUP if up else PhysState.POLLING
+                p.state = p.peer.state = PortState.ACTIVE if up else PortState.DOWN
+                router.forget_links([p])
+            for src in cas:
+                hops = 3 if path == len(paths) - 1 else 2
+                got, walked = router.dr_out(src, paths[path], hops), dr_out(src, paths[path], hops)
+                assert got[0] is walked[0] and bytes(got[1]) == bytes(walked[1])
+                for smp in (True, False):
+                    assert (
+                        router.lid_route(src, 100 + lid, smp)[0]
+                        is lid_route(src, 100 + lid, smp)[0]
+                    )
+
+    run()

@@ -6,6 +6,7 @@ whole fabric (the cause of the server stalling under a storm on a large fabric).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -105,35 +106,37 @@ def test_scans_complete_and_every_mad_is_answered_under_a_storm(tmp_path: Path):
 
 
 def test_the_journal_after_each_fault_carries_only_what_moved(tmp_path: Path):
-    """A save after a fault recomputes only the ports whose counters moved, and what it
-    writes is what a full walk of the counters gives."""
+    """A save after a fault encodes only the ports whose counters moved, and what it
+    keeps is what a full walk of the counters gives."""
     spec = tmp_path / "storm-64.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
     cluster = build(load_spec(str(spec)))
     srv = FabricServer(cluster.fabric, f"flstormj{id(tmp_path) & 0xFFFFFF}")
     clock = WallClock(0.0)
-    live = LiveFabric(srv, cluster, clock, traffic=TrafficEngine(srv.sim, clock))
+    eng = TrafficEngine(srv.sim, clock)
+    live = LiveFabric(srv, cluster, clock, state=tmp_path, name="j", traffic=eng)
+    ledger = live.ledger
     ports = [p for n in srv.sim.nodes for p in n.ports if p is not None]
-    journal.counters_doc(srv.sim)
-    assert not any(p.counters.moved for p in ports)
+    live.save(whole=True)
+    assert not any(p.counters.moved for p in ports) and not ledger.dirty
     target = _link_names(cluster)[0]
     live.fault("down", target)
-    moved = [p for p in ports if p.counters.moved]
-    assert 0 < len(moved) <= 2  # the link's two ends counted LinkDowned
-    doc = journal.counters_doc(srv.sim)
-    for p in moved:
-        assert doc[f"{p.node.index}:{p.num}"][0]["LinkDownedCounter"] == 1
+    assert not ledger.dirty and not any(p.counters.moved for p in ports)
+    path = journal.journal_path(tmp_path, "j")
+    doc = json.loads(path.read_bytes().splitlines()[-1])["counters"]  # the line it added
+    assert len(doc) == 2  # the link's two ends counted LinkDowned
+    assert all(entry[0]["LinkDownedCounter"] == 1 for entry in doc.values())
     live.up(target)
-    before = {k: v[0].get("LinkDownedCounter") for k, v in doc.items()}
-    p = moved[0]
+    key = next(iter(doc))
+    ni, pn = map(int, key.split(":"))
+    p = srv.sim.nodes[ni].ports[pn]
     p.counters.reset(0xFFFF, 0xFF)  # a PMA reset moves the reset point: saved next time
-    doc2 = journal.counters_doc(srv.sim)
-    assert doc2[f"{p.node.index}:{p.num}"][1]["LinkDownedCounter"] == 1
-    assert {k: v[0].get("LinkDownedCounter") for k, v in doc2.items()} == before
+    assert ledger.dirty == {p.counters}
+    ledger.take()
+    doc2 = json.loads(ledger.since())
+    assert list(doc2) == [key] and doc2[key][1]["LinkDownedCounter"] == 1
     # a fresh walk of every port (nothing cached) gives the same document
-    for q in ports:
-        q.counters.moved = True
-    assert journal.counters_doc(srv.sim) == doc2
+    assert json.loads(ledger.whole()) == journal.counters_doc(srv.sim)
 
 
 def test_a_fault_with_no_traffic_takes_no_snapshot_of_the_fabric(tmp_path: Path):

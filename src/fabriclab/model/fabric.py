@@ -177,6 +177,8 @@ class Fabric:
         self.nodes: list[Node] = []
         self.by_guid: dict[int, Node] = {}
         self.by_label: dict[str, Node] = {}
+        # description or name -> the first node with it (built when first looked in)
+        self._by_text: dict[str, Node] | None = None
 
     def add(self, node: Node) -> Node:
         """Add a node; FabricError when its GUID or id is taken."""
@@ -188,6 +190,7 @@ class Fabric:
         if node.label in self.by_label:
             raise FabricError(f"node id {node.label!r} appears twice")
         self.nodes.append(node)
+        self._by_text = None
         self.by_guid.setdefault(node.guid, node)
         self.by_label[node.label] = node
         return node
@@ -201,6 +204,7 @@ class Fabric:
                 q.width, q.speed, q.phys = DOWN_WIDTH, DOWN_SPEED, PhysState.POLLING
                 p.peer = None
         self.nodes.remove(node)
+        self._by_text = None
         if self.by_guid.get(node.guid) is node:
             del self.by_guid[node.guid]
         self.by_label.pop(node.label, None)
@@ -252,10 +256,14 @@ class Fabric:
             g = None
         if g is not None and g in self.by_guid:
             return self.by_guid[g]
-        for n in self.nodes:
-            if n.desc == text or n.name == text:
-                return n
-        return None
+        if self._by_text is None:  # a fault request names a node: a dict, not a walk
+            by_text: dict[str, Node] = {}
+            for n in self.nodes:
+                by_text.setdefault(n.desc, n)
+                if n.name is not None:
+                    by_text.setdefault(n.name, n)
+            self._by_text = by_text
+        return self._by_text.get(text)
 
     # --- comparison --------------------------------------------------------------
     def signature(

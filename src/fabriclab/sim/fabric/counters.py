@@ -30,9 +30,9 @@ class Counters:
         "base_ext",
         "details",
         "details_base",
+        "dirty",
         "moved",
         "raw",
-        "saved",
         "version",
     )
 
@@ -42,24 +42,33 @@ class Counters:
         self.base_ext: dict[str, int] = {}
         self.details = dict.fromkeys(DETAILS, 0)
         self.details_base: dict[str, int] = {}
-        # whether anything changed since the journal last took them (``saved``: what it
-        # took), so that a save after each fault costs the ports that moved, not the fabric
+        # whether anything changed since the journal last took them, so that a save
+        # after each fault costs the ports that moved, not the fabric; ``dirty``: the
+        # set they join when they move (the journal's, once it has taken them)
         self.moved = True
-        self.saved: tuple | None = None
+        self.dirty: set[Counters] | None = None
         # grows with every change of the raw totals or the extended view's reset point, so
         # that a watcher (:mod:`...live.watch`) takes only the ports that changed
         self.version = 0
 
+    def touch(self) -> None:
+        """They moved: the journal takes them at its next save."""
+        self.moved = True
+        if self.dirty is not None:
+            self.dirty.add(self)
+
     def add(self, name: str, n: int = 1) -> None:
         """Count ``n`` more of counter ``name``."""
         self.raw[name] = (self.raw[name] + n) & _MAX64
-        self.moved = True
+        if not self.moved:
+            self.touch()
         self.version += 1
 
     def count_packets(self, sent: int, received: int, words: int) -> None:
         """Unicast packets of ``words`` 4-byte words each, sent and received."""
         raw = self.raw
-        self.moved = True
+        if not self.moved:
+            self.touch()
         self.version += 1
         raw["PortXmitPkts"] += sent
         raw["PortXmitData"] += sent * words
@@ -86,7 +95,8 @@ class Counters:
         16 in PortCountersExtended)."""
         base, selects = (self.base_ext, _SELECT_EXT) if extended else (self.base, _SELECT)
         mask = (select & 0xFFFF) | ((select2 & (0xFFFF if extended else 0xFF)) << SELECT2)
-        self.moved = True
+        if not self.moved:
+            self.touch()
         self.version += 1
         for name, bit in selects:
             if mask >> bit & 1:
@@ -101,7 +111,8 @@ class Counters:
 
     def reset_details(self, names: tuple[str, ...], select: int) -> None:
         """Reset the detail ``names[i]`` for each CounterSelect bit i set."""
-        self.moved = True
+        if not self.moved:
+            self.touch()
         for i, n in enumerate(names):
             if select >> i & 1:
                 self.details_base[n] = self.details[n]

@@ -14,6 +14,7 @@ it can give them are listed here (CONSTRAINT, XMIT_CONSTRAINT, PKEY).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from ...ib.enums import PhysState, PortState
 from ...ib.packets import mtu_bytes
 from ...ib.rates import data_bytes_per_s
-from .state import SimFabric, SimPort
+from .state import SimFabric, SimPort, SimSwitch
 
 MAX_HOPS = 64  # as the MAD router: a longer walk is a forwarding loop
 
@@ -93,10 +94,15 @@ class Snapshot:
         has_peer = peer >= 0
         # a link carries data when both of its ends are LinkUp and ACTIVE
         self.link_ok = carries & has_peer & carries[np.where(has_peer, peer, 0)]
+        self.carries = carries
+        # whether every P_Key table holds the default partition alone (None: not known
+        # yet; :func:`...live.traffic.routes.partition` finds out)
+        self.default_pkeys: bool | None = None
         self.peer, self.lid, self.mtu, self.capacity = peer, lid, mtu, cap
         self.nports_of = sizes  # per node: its number of port slots
         # the forwarding tables: one row per switch, entries above LinearFdbTop unset
         sw_nodes = [n for n in nodes if n.is_switch]
+        self.node_of_sw = {id(n.sw): n.index for n in sw_nodes}
         self.sw_row = np.full(len(nodes), -1, dtype=np.int64)
         for r, n in enumerate(sw_nodes):
             self.sw_row[n.index] = r
@@ -121,6 +127,51 @@ class Snapshot:
     def index(self, port: SimPort) -> int:
         """A port's index in the flat numbering."""
         return int(self.base[port.node.index]) + port.num
+
+    def update(
+        self, generation: int, switches: Iterable[SimSwitch], ports: Iterable[SimPort]
+    ) -> np.ndarray | None:
+        """Take in what changed since (:meth:`.state.Generation.take`): the forwarding
+        tables of ``switches`` and the state of ``ports``, as a fresh snapshot would
+        have them; now at ``generation``.  The flat ports where something changed (each
+        changed port and its peer, every port of a changed switch), or None when the
+        change does not fit (a LID or a table beyond the matrix: take a fresh one)."""
+        width = self.lft.shape[1]
+        touched: list[int] = []
+        for sw in switches:
+            ni = self.node_of_sw.get(id(sw))
+            if ni is None:
+                return None
+            top = min(len(sw.lft), sw.lft_top + 1)
+            if top > width:
+                return None
+            row = self.lft[self.sw_row[ni]]
+            row[:] = 0xFF
+            if top:
+                row[:top] = np.frombuffer(sw.lft, dtype=np.uint8, count=top)
+            touched.extend(range(int(self.base[ni]), int(self.base[ni + 1])))
+        for q in ports:
+            i = self.index(q)
+            if self.ports[i] is not q or q.lid >= width:
+                return None
+            self.carries[i] = q.phys == PhysState.LINKUP and q.state == PortState.ACTIVE
+            self.lid[i] = q.lid
+            self.mtu[i] = mtu_bytes(q.neighbor_mtu)
+            m = q.fabric_port
+            self.capacity[i] = data_bytes_per_s(
+                q.width_trained or m.width, q.speed_trained or m.speed
+            )
+            touched.append(i)
+            if self.peer[i] >= 0:
+                touched.append(int(self.peer[i]))
+        if ports:
+            self.default_pkeys = None  # (a P_Key table write changes its port)
+        at = np.unique(np.asarray(touched, dtype=np.int64))
+        for i in at[self.exists[at]].tolist():
+            j = self.peer[i]
+            self.link_ok[i] = j >= 0 and self.carries[i] and self.carries[j]
+        self.generation = generation
+        return at
 
 
 @dataclass

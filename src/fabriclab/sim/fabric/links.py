@@ -45,7 +45,7 @@ class Links:
                 w(p, p.up, why)
 
     def _changed(self, ports: list[SimPort]) -> None:
-        self.router.forget(links=True)
+        self.router.forget_links(ports)
         for p in ports:
             p.changed()
             if p.node.is_switch:
@@ -107,7 +107,7 @@ class Links:
             if was_up and not quiet:
                 q.counters.add("LinkDownedCounter")
         if quiet:
-            self.router.forget(links=True)
+            self.router.forget_links(ends)
             for q in ends:
                 q.changed()
         else:

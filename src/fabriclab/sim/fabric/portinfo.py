@@ -34,6 +34,8 @@ PART_ENFORCE_IN = PART_ENFORCE_OUT = 1
 FILTER_RAW = 0
 
 Getter = Callable[[SimPort], int]
+# the port attributes kept in the fabric's flat state (:mod:`.flat`), as arrays of ints
+FLAT = frozenset(("lid", "lmc", "state", "phys"))
 Setter = Callable[[SimPort, int], None]
 
 
@@ -51,13 +53,21 @@ class Component:
 # --- how a Set applies a value ------------------------------------------------------------
 
 
+def _code(store, line: str):
+    """``store`` (a setter, or a getter) with the Python that does the same to ``p``
+    from the value ``{v}`` (or reads it: an expression), for the straight-line code of
+    :func:`_applier` and :func:`_encoder`."""
+    store.code = line
+    return store
+
+
 def _store(attr: str) -> Setter:
     """Kept as written."""
 
     def store(p: SimPort, v: int) -> None:
         setattr(p, attr, v)
 
-    return store
+    return _code(store, f"p.{attr} = {{v}}")
 
 
 def _endport(attr: str) -> Setter:
@@ -68,7 +78,7 @@ def _endport(attr: str) -> Setter:
         if p.is_endport:
             setattr(p, attr, v)
 
-    return store
+    return _code(store, f"if endport: p.{attr} = {{v}}")
 
 
 def _nonzero(attr: str) -> Setter:
@@ -78,7 +88,7 @@ def _nonzero(attr: str) -> Setter:
         if v:
             setattr(p, attr, v)
 
-    return store
+    return _code(store, f"if {{v}}: p.{attr} = {{v}}")
 
 
 def _enabled(attr: str, all_supported: int, supported: str | None) -> Setter:
@@ -92,7 +102,8 @@ def _enabled(attr: str, all_supported: int, supported: str | None) -> Setter:
                 v = getattr(p, supported) if supported else 0x7
             setattr(p, attr, v)
 
-    return store
+    every = f"p.{supported}" if supported else "0x7"
+    return _code(store, f"if {{v}}: p.{attr} = {every} if {{v}} == {all_supported} else {{v}}")
 
 
 def _width_enabled(p: SimPort, v: int) -> None:
@@ -110,7 +121,7 @@ def _switch_external(attr: str, offered: int = 1) -> Setter:
         if offered and p.node.is_switch and p.num != 0:
             setattr(p, attr, v)
 
-    return store
+    return _code(store, f"if external: p.{attr} = {{v}}" if offered else "pass")
 
 
 def _link(p: SimPort, v: int) -> None:
@@ -118,15 +129,22 @@ def _link(p: SimPort, v: int) -> None:
     and carries them out through the link's state machine (:mod:`.sma`, :mod:`.links`)."""
 
 
+_code(_link, "pass")
+_code(
+    _width_enabled,
+    "if {v}: p.width_enabled = p.width_supported if {v} == 0xFF else {v} & p.width_supported",
+)
+
+
 # --- values that are not a port attribute as such --------------------------------------
 
 
 def _caps(name: str) -> Getter:
-    return lambda p: getattr(p.node.caps, name)
+    return _code(lambda p: getattr(p.node.caps, name), f"caps.{name}")
 
 
 def _const(value: int) -> Getter:
-    return lambda p: value
+    return _code(lambda p: value, str(value))
 
 
 def _width_active(p: SimPort) -> int:
@@ -239,12 +257,18 @@ def _encoder() -> Callable[[SimPort], bytes]:
     scope: dict = {"pack": PORT_INFO.packer(*(c.field for c in COMPONENTS))}
     args = []
     for i, c in enumerate(COMPONENTS):
-        if c.attr is not None:
+        code = getattr(c.get, "code", None)
+        if c.attr in FLAT:  # read from the flat state's array itself
+            args.append(f"{c.field}=f.{c.attr}[r]")
+        elif c.attr is not None:
             args.append(f"{c.field}=p.{c.attr}")
+        elif code is not None:
+            args.append(f"{c.field}={code}")
         else:
             scope[f"get{i}"] = c.get
             args.append(f"{c.field}=get{i}(p)")
-    exec(f"def encode(p):\n    return pack({', '.join(args)})\n", scope)
+    head = "    f, r, caps = p._f, p._r, p.node.caps\n"
+    exec(f"def encode(p):\n{head}    return pack({', '.join(args)})\n", scope)
     return scope["encode"]
 
 
@@ -258,8 +282,27 @@ def written(values: tuple[int, ...], field: str) -> int:
     return values[_SET_AT[field]]
 
 
-def apply(p: SimPort, values: tuple[int, ...]) -> None:
-    """Apply the writable components a Set carries (:func:`read_settable`'s tuple) to
-    ``p``, each by its rule; LinkState and PortPhysicalState are left to the caller."""
-    for c, v in zip(SETTABLE, values, strict=True):
-        c.set(p, v)  # type: ignore[misc]
+def _applier() -> Callable[[SimPort, tuple[int, ...]], None]:
+    """:func:`apply`, generated as straight-line code from the table's rules (each
+    setter's ``code``; a loop calling them costs three times as much, and OpenSM sets
+    every port's PortInfo several times while it brings a subnet up)."""
+    scope: dict = {}
+    names = [f"v{i}" for i in range(len(SETTABLE))]
+    lines = [
+        f"    {', '.join(names)}, = values",
+        "    endport = p.is_endport",
+        "    external = p.node.is_switch and p.num != 0",
+    ]
+    for i, c in enumerate(SETTABLE):
+        code = getattr(c.set, "code", None)
+        if code is None:
+            scope[f"set{i}"] = c.set
+            code = f"set{i}(p, {{v}})"
+        lines.append("    " + code.format(v=f"v{i}"))
+    exec("def apply(p, values):\n" + "\n".join(lines) + "\n", scope)
+    return scope["apply"]
+
+
+# Apply the writable components a Set carries (:func:`read_settable`'s tuple) to ``p``,
+# each by its rule; LinkState and PortPhysicalState are left to the caller.
+apply = _applier()

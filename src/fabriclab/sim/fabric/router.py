@@ -143,21 +143,54 @@ def dr_in(src: SimPort, rpath: bytes | memoryview, hop_count: int) -> SimPort | 
 class Router:
     """The routing functions with a memory: a route found once is reused until the
     fabric changes under it.  Directed routes depend only on which links are up; LID
-    routes also on the forwarding tables and LIDs, so every SMA Set forgets them.
-    (An SM configuring the fabric sweeps the same paths again and again: a cached route
-    costs a dictionary lookup instead of a walk.)"""
+    routes also on the forwarding tables and LIDs, so every SMA Set forgets them.  A
+    link that changes forgets only the routes that cross it (each remembered route is
+    filed under the ports it leaves by), so that a storm of flaps does not make every
+    MAD walk its path again.  (An SM configuring the fabric sweeps the same paths again
+    and again: a cached route costs a dictionary lookup instead of a walk.)"""
 
     LIMIT = 1 << 18  # routes kept before the memory starts over
 
     def __init__(self) -> None:
         self._dr: dict = {}
         self._lid: dict = {}
+        # port -> the keys of the routes remembered leaving by it (some since forgotten)
+        self._dr_by: dict[SimPort, list] = {}
+        self._lid_by: dict[SimPort, list] = {}
+        self._filed = 0  # entries in those lists
 
     def forget(self, links: bool = True) -> None:
         """Forget LID routes, and directed routes too when ``links`` changed."""
         self._lid.clear()
+        self._lid_by.clear()
         if links:
             self._dr.clear()
+            self._dr_by.clear()
+            self._filed = 0
+
+    def forget_links(self, ports) -> None:
+        """The links of ``ports`` changed (down, up, retrained): forget the routes that
+        cross them, at either end."""
+        for p in ports:
+            for q in (p, p.peer):
+                if q is None:
+                    continue
+                for key in self._dr_by.pop(q, ()):
+                    self._dr.pop(key, None)
+                for key in self._lid_by.pop(q, ()):
+                    self._lid.pop(key, None)
+
+    def _file(self, by: dict, key, hops) -> None:
+        if self._filed >= 4 * self.LIMIT:  # stale entries pile up: start over
+            self.forget(links=True)
+            return
+        for egress, _ in hops:
+            filed = by.get(egress)
+            if filed is None:
+                by[egress] = [key]
+            else:
+                filed.append(key)
+        self._filed += len(hops)
 
     def dr_out(self, src: SimPort, path, hop_count: int):
         """``dr_out`` remembered; returns (dest or None, return path, hops)."""
@@ -172,6 +205,7 @@ class Router:
         if len(self._dr) >= self.LIMIT:
             self._dr.clear()
         r = self._dr[key] = (dest, bytes(rpath), tuple(hops))
+        self._file(self._dr_by, key, hops)
         return r
 
     def lid_route(self, src: SimPort, dlid: int, smp: bool):
@@ -186,4 +220,5 @@ class Router:
             if len(self._lid) >= self.LIMIT:
                 self._lid.clear()
             self._lid[key] = (r[0], tuple(r[1]))
+            self._file(self._lid_by, key, r[1])
         return r

@@ -153,7 +153,7 @@ def switch_info(sma: Sma, port: SimPort, method: int, mod: int, data: bytes) -> 
             return STATUS_INVALID_FIELD, sw.switch_info()
         if sw.lft_top != v["LinearFdbTop"]:
             sw.lft_top = v["LinearFdbTop"]
-            sw.gen.bump()  # LIDs above the top are no longer (or now) forwarded
+            sw.gen.bump(switch=sw)  # LIDs above the top are no longer (or now) forwarded
         sw.mft_top = v["MulticastFDBTop"]
         sw.def_port = v["DefPort"]
         sw.def_mcast_prim = v["DefMcastPrimPort"]

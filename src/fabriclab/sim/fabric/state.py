@@ -16,14 +16,17 @@ from collections.abc import Callable
 
 from ...ib import devices
 from ...ib.enums import NodeType, PhysState, PortState
-from ...ib.mad.layouts import NODE_INFO, SWITCH_INFO
+from ...ib.mad.layouts import NODE_INFO
 from ...ib.rates import SPEEDS, Speed, Width
 from ...model.fabric import Fabric, Node, Port
 from . import portinfo
 from .counters import Counters
-from .portinfo import FILTER_RAW, PART_ENFORCE_IN, PART_ENFORCE_OUT
+from .flat import ATTR_SIZE, Flat, FlatPort
+from .switch import SimSwitch
 
 _NDR = SPEEDS["NDR"]
+# NodeInfo's LocalPortNum: the byte of its 8-bit field (14.2.5.3)
+_NI_LOCAL_PORT = next(off // 8 for name, off, _ in NODE_INFO.fields if name == "LocalPort")
 # LinkSpeedExtSupported bits: FDR 1, EDR 2, HDR 4, NDR 8 (the device supports every
 # extended speed up to its own); LinkSpeedExtSupported2 bit 1 is XDR.
 _EXT_SUPPORTED = {0: 0, 1: 0x1, 2: 0x3, 4: 0x7, 8: 0xF}
@@ -38,99 +41,42 @@ DEFAULT_SL2VL = bytes.fromhex("0123456789abcde0")
 class Generation:
     """A number that grows with every change that can move traffic: a forwarding-table
     write and any change of a port's state (its ``changed``).  Whoever routes flows
-    over the fabric compares it with the number it routed at (one per fabric)."""
+    over the fabric compares it with the number it routed at (one per fabric), and
+    :meth:`take` says what changed since it last asked: the switches whose forwarding
+    tables were written, the ports that changed, or everything (a change it was not
+    told the place of)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("everything", "ports", "switches", "value")
 
     def __init__(self) -> None:
         self.value = 0
+        self.everything = False
+        self.switches: set[SimSwitch] = set()
+        self.ports: set[SimPort] = set()
 
-    def bump(self) -> None:
-        """Something that routes depend on changed."""
+    def bump(self, switch: SimSwitch | None = None, port: SimPort | None = None) -> None:
+        """Something that routes depend on changed: ``switch``'s forwarding table,
+        ``port``, or (neither given) anything."""
         self.value += 1
+        if switch is not None:
+            self.switches.add(switch)
+        elif port is not None:
+            self.ports.add(port)
+        else:
+            self.everything = True
+
+    def take(self) -> tuple[bool, set[SimSwitch], set[SimPort]]:
+        """What changed since the last take: (everything, switches, ports)."""
+        out = (self.everything, self.switches, self.ports)
+        self.everything, self.switches, self.ports = False, set(), set()
+        return out
 
 
-class SimSwitch:
-    """A switch's forwarding state (SwitchInfo and the forwarding tables)."""
-
-    __slots__ = (
-        "caps",
-        "def_mcast_not_prim",
-        "def_mcast_prim",
-        "def_port",
-        "enhanced_port0",
-        "gen",
-        "lft",
-        "lft_top",
-        "lifetime",
-        "mft",
-        "mft_top",
-        "state_change",
-    )
-
-    def __init__(
-        self, caps: devices.ManagementCaps, enhanced_port0: bool, gen: Generation | None = None
-    ):
-        self.caps = caps
-        self.gen = gen if gen is not None else Generation()
-        self.enhanced_port0 = enhanced_port0
-        self.lft = bytearray()  # LID -> out port; grows as the SM writes blocks; 0xFF = none
-        self.lft_top = 0
-        self.mft: dict[tuple[int, int], bytes] = {}  # (block, position) -> 64 bytes
-        self.mft_top = 0
-        self.lifetime = 0
-        self.state_change = 1  # a switch that just came up reports a port change
-        self.def_port = 0
-        self.def_mcast_prim = 0xFF
-        self.def_mcast_not_prim = 0xFF
-
-    def out_port(self, lid: int) -> int:
-        """The LFT entry for ``lid``: a port number, or 0xFF for "not routed"."""
-        if lid > self.lft_top or lid >= len(self.lft):
-            return 0xFF
-        return self.lft[lid]
-
-    def write_lft_block(self, block: int, data: bytes) -> None:
-        """Set the LFT entries of LIDs 64 * block ... 64 * block + 63."""
-        end = (block + 1) * 64
-        if len(self.lft) < end:
-            self.lft.extend(b"\xff" * (end - len(self.lft)))
-        self.lft[block * 64 : end] = data[:64]
-        self.gen.bump()
-
-    def lft_block(self, block: int) -> bytes:
-        """The LFT entries of a block (0xFF where never set)."""
-        chunk = bytes(self.lft[block * 64 : (block + 1) * 64])
-        return chunk + b"\xff" * (64 - len(chunk))
-
-    def switch_info(self) -> bytes:
-        """The encoded SwitchInfo."""
-        c = self.caps
-        return SWITCH_INFO.pack(
-            {
-                "LinearFdbCap": c.linear_fdb_cap,
-                "McastFdbCap": c.mcast_fdb_cap,
-                "LinearFdbTop": self.lft_top,
-                "DefPort": self.def_port,
-                "DefMcastPrimPort": self.def_mcast_prim,
-                "DefMcastNotPrimPort": self.def_mcast_not_prim,
-                "LifeTime": self.lifetime,
-                "StateChange": self.state_change,
-                "OptSLtoVLMapping": 1,
-                "LidsPerPort": 0,
-                "PartEnforceCap": c.part_enforce_cap,
-                "InboundPartEnf": PART_ENFORCE_IN,
-                "OutboundPartEnf": PART_ENFORCE_OUT,
-                "FilterRawInbound": FILTER_RAW,
-                "FilterRawOutbound": FILTER_RAW,
-                "EnhancedPort0": int(self.enhanced_port0),
-                "MulticastFDBTop": self.mft_top,
-            }
-        )
-
-
-class SimPort:
-    """One port's run-time state; ``pi`` caches its encoded PortInfo."""
+class SimPort(FlatPort):
+    """One port's run-time state; ``pi`` caches its encoded PortInfo.  What the native MAD
+    core reads (``phys``, ``state``, ``lid``, ``lmc``, ``peer``, ``is_endport``,
+    ``mad_in``, ``mad_out``, ``pi``, ``pkeys``) lives in the fabric's flat state
+    (:mod:`.flat`, row ``_r``): those attributes are properties over it."""
 
     __slots__ = (
         "cap_mask",
@@ -149,13 +95,8 @@ class SimPort:
         "held",
         "hoq_life",
         "init_reply",
-        "is_endport",
-        "lid",
         "link_down_def",
-        "lmc",
         "local_phy_err",
-        "mad_in",
-        "mad_out",
         "mcast_pkey_trap",
         "mkey",
         "mkey_lease",
@@ -168,11 +109,7 @@ class SimPort:
         "overrun_err",
         "part_enf_in",
         "part_enf_out",
-        "peer",
-        "phys",
-        "pi",
         "pkey_violations",
-        "pkeys",
         "qkey_violations",
         "resp_time",
         "sl2vl",
@@ -184,7 +121,6 @@ class SimPort:
         "speed_ext_enabled",
         "speed_ext_supported",
         "speed_trained",
-        "state",
         "state_change_enable",
         "subnet_timeout",
         "traffic",
@@ -199,9 +135,10 @@ class SimPort:
     def __init__(self, node: SimNode, model: Port):
         self.node = node
         self.num = model.num
+        self.place(node.flat, node.first + model.num)
         self.fabric_port = model  # the port as built (cabling, link rate)
         self.guid = model.guid
-        self.peer: SimPort | None = None
+        self.peer = None
         caps = node.caps
         switch_ext = node.is_switch and model.num != 0
         self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
@@ -272,7 +209,7 @@ class SimPort:
         # by flush (set by a traffic engine, :mod:`..live.traffic`)
         self.traffic: Callable[[SimPort], None] | None = None
         self.gen = node.gen
-        self.pi: bytes | None = None
+        self.pi = None
         # the live fabric's faults (sim/live.py): how many faults hold the link down, and
         # the width/speed a degraded link retrained at (None: as cabled)
         self.held = 0
@@ -296,7 +233,7 @@ class SimPort:
         """The port's state changed: its PortInfo is encoded anew when next read, and
         routes over the fabric may have changed."""
         self.pi = None
-        self.gen.bump()
+        self.gen.bump(port=self)
 
     def flush(self) -> Counters:
         """The port's counters, with the MADs that crossed it since the last read."""
@@ -327,28 +264,46 @@ class SimNode:
         "_node_info",
         "caps",
         "fabric_node",
+        "first",
+        "flat",
         "gen",
         "index",
         "is_switch",
         "native_speed",
-        "node_desc",
         "ports",
         "sw",
     )
 
-    def __init__(self, model: Node, index: int, gen: Generation | None = None):
+    def __init__(
+        self, model: Node, index: int, gen: Generation | None = None, flat: Flat | None = None
+    ):
         self.fabric_node = model  # the node as built (identity, ports, cabling)
         self.index = index
         self.gen = gen if gen is not None else Generation()
         self.is_switch = model.type == NodeType.SWITCH
+        self.flat = flat if flat is not None else Flat(index + 1, len(model.ports))
+        self.first = self.flat.add_node(index, len(model.ports), self.is_switch)
         self.caps = devices.management_caps(model.devid, self.is_switch)
         self.native_speed = self._native_speed(model)
-        self.node_desc = model.desc.encode("utf-8", "replace")[:64].ljust(64, b"\0")
+        at = index * ATTR_SIZE
+        self.flat.node_desc[at : at + ATTR_SIZE] = model.desc.encode("utf-8", "replace")[
+            :ATTR_SIZE
+        ].ljust(ATTR_SIZE, b"\0")
         self.ports: list[SimPort | None] = [
             SimPort(self, p) if p is not None else None for p in model.ports
         ]
-        self.sw = SimSwitch(self.caps, model.enhanced_port0, self.gen) if self.is_switch else None
-        self._node_info: dict[int, bytes] = {}
+        self.sw = (
+            SimSwitch(self.caps, model.enhanced_port0, self.gen, self.flat, index)
+            if self.is_switch
+            else None
+        )
+        self._node_info: dict[int, bytes] = {}  # through a port number with no port
+
+    @property
+    def node_desc(self) -> bytes:
+        """NodeDescription (64 bytes)."""
+        at = self.index * ATTR_SIZE
+        return bytes(self.flat.node_desc[at : at + ATTR_SIZE])
 
     @staticmethod
     def _native_speed(model: Node):
@@ -360,6 +315,11 @@ class SimNode:
 
     def node_info(self, local_port: int) -> bytes:
         """NodeInfo as read through ``local_port`` (LocalPortNum, and a CA's PortGUID)."""
+        f = self.flat
+        row = self.first + local_port
+        here = 0 <= local_port < len(self.ports) and self.ports[local_port] is not None
+        if here and f.ni_valid[row]:
+            return bytes(f.ni[row * ATTR_SIZE : (row + 1) * ATTR_SIZE])
         ni = self._node_info.get(local_port)
         if ni is None:
             m = self.fabric_node
@@ -380,7 +340,18 @@ class SimNode:
                     "VendorId": m.vendid,
                 }
             )
-            self._node_info[local_port] = ni
+            if not here:
+                self._node_info[local_port] = ni
+            elif self.is_switch:  # through every port alike but for LocalPortNum
+                for p in self.ports:
+                    if p is not None:
+                        r = self.first + p.num
+                        f.ni[r * ATTR_SIZE : (r + 1) * ATTR_SIZE] = ni
+                        f.ni[r * ATTR_SIZE + _NI_LOCAL_PORT] = p.num
+                        f.ni_valid[r] = 1
+            else:
+                f.ni[row * ATTR_SIZE : (row + 1) * ATTR_SIZE] = ni
+                f.ni_valid[row] = 1
         return ni
 
     def port(self, num: int) -> SimPort | None:
@@ -398,7 +369,9 @@ class SimFabric:
         self.fabric = fabric
         # bumped by every forwarding-table write and port change (see Generation)
         self.generation = Generation()
-        self.nodes = [SimNode(n, i, self.generation) for i, n in enumerate(fabric.nodes)]
+        # the hot state, in flat arrays (:mod:`.flat`): a row per port number of each node
+        self.flat = Flat(len(fabric.nodes), sum(len(n.ports) for n in fabric.nodes))
+        self.nodes = [SimNode(n, i, self.generation, self.flat) for i, n in enumerate(fabric.nodes)]
         self.by_model: dict[int, SimNode] = {id(n.fabric_node): n for n in self.nodes}
         for sn in self.nodes:
             for sp in sn.ports:

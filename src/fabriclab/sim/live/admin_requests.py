@@ -4,7 +4,10 @@ it names (the socket itself is :mod:`..run.admin`)."""
 
 from __future__ import annotations
 
+import statistics
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -20,11 +23,59 @@ from .events import Kind
 OPS = tuple(m.OPS)
 
 
+RECENT = 256  # requests of each operation whose times ``stats`` sums up
+
+
+class _Cost:
+    """What the requests of one operation cost the server's loop (seconds)."""
+
+    __slots__ = ("count", "recent", "seconds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.recent: deque[float] = deque(maxlen=RECENT)
+
+    def to_json(self, op: str) -> dict:
+        r = self.recent
+        return {
+            "op": op,
+            "count": self.count,
+            "seconds": self.seconds,
+            "median": statistics.median(r) if r else 0.0,
+            "max": max(r, default=0.0),
+        }
+
+
+# what each live fabric's requests cost, by operation
+_COSTS: weakref.WeakKeyDictionary[LiveFabric, dict[str, _Cost]] = weakref.WeakKeyDictionary()
+
+
 def answer(live: LiveFabric, req: Any):
     """The result of request ``req`` (a JSON value) on ``live`` (JSON-able).  User
-    errors, a request that does not fit its model first, are FabriclabErrors."""
+    errors, a request that does not fit its model first, are FabriclabErrors.  The time
+    each operation takes is counted (``stats``' ``requests``)."""
+    t0 = time.perf_counter()
     r = m.parse(req)
-    return _ANSWERS[r.op](live, r)
+    try:
+        return _ANSWERS[r.op](live, r)
+    finally:
+        cost = _COSTS.setdefault(live, {}).setdefault(r.op, _Cost())
+        dt = time.perf_counter() - t0
+        cost.count += 1
+        cost.seconds += dt
+        cost.recent.append(dt)
+
+
+def _stats(live: LiveFabric, _r: m.Stats) -> dict:
+    """What the server counted: MADs, answers, forwards, ...; the tools attached; and
+    what each operation's requests cost the loop (seconds)."""
+    costs = _COSTS.get(live, {})
+    return {
+        **live.server.stats.to_json(),
+        "clients": len(live.server.transport.clients),
+        "requests": [c.to_json(op) for op, c in sorted(costs.items())],
+    }
 
 
 def _fault(live: LiveFabric, r: m.Fault):
@@ -108,11 +159,7 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "clock": lambda live, _r: {"now": live.clock.now(), "virtual": live.clock.virtual},
     "nvidia-smi": lambda live, r: {"text": live.nvidia_smi(r.tray, r.args)},
     "topology-inputs": lambda live, r: live.topology_inputs(r.from_ or None),
-    # what the server counted: MADs, answers, forwards, ...
-    "stats": lambda live, _r: {
-        **live.server.stats.to_json(),
-        "clients": len(live.server.transport.clients),
-    },
+    "stats": _stats,
     "tray": _tray,
     "locate": _locate,
     "traffic": lambda live, r: live.traffic_request(r.verb, r.args, r.options.given()),

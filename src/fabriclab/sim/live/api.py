@@ -70,12 +70,13 @@ class LiveFabric:
             else MemoryLog(clock)
         )
         self.journal_path = journal.journal_path(state, name) if state is not None else None
+        self.writer = journal.Writer(self.journal_path, journal.Ledger(self.sim, traffic))
+        self.ledger = self.writer.ledger
         self.book = FaultBook(self)
         self.scenarios: list[Scenario] = []
         self.traffic = traffic
         self.meta = meta or {}  # what the journal must match to be resumed (spec, trays)
         self._last = clock.now()
-        self._saved = 0.0
         self._wake_at = 0.0
         self.links.watch(self._link_changed)
 
@@ -308,6 +309,7 @@ class LiveFabric:
             self._accrue(due)
             self._run_due(due, horizon)
         self.events.flush()
+        self.writer.flows_saved = False  # the flows moved on with the clock
         self.save()
         return clock.now()
 
@@ -361,6 +363,7 @@ class LiveFabric:
             ids = list(eng.all_to_all(ports, bytes=size, rate=rate, **qp))
         else:
             ids = list(eng.ring(ports, bytes=size, rate=rate, **qp))
+        self.writer.flows_saved = False
         self.save()
         return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
 
@@ -385,31 +388,28 @@ class LiveFabric:
 
     # --- the journal ------------------------------------------------------------------
 
-    def snapshot(self, counters: bool = True) -> dict:
-        """Everything ``--resume`` needs (``counters`` False: all but the counters)."""
+    def snapshot(self, counters: bool = True, flows: bool = True) -> dict:
+        """Everything ``--resume`` needs (``counters``, ``flows`` False: without them)."""
         return journal_doc.snapshot(
-            self.meta, self.clock, self.book, self.scenarios, self.traffic, self.sim, counters
+            self.meta,
+            self.clock,
+            self.book,
+            self.scenarios,
+            self.traffic,
+            self.sim,
+            counters,
+            flows,
         )
 
-    def save(self) -> None:
-        """Write the journal now."""
+    def save(self, whole: bool = False) -> None:
+        """Write the journal now: a line with what changed, or (``whole``) the whole of
+        it (:class:`.journal.Writer`)."""
         self._changed()  # every change is saved: the loop's next wake-up may be sooner
-        if self.journal_path is None:
-            return
-        t0 = time.monotonic()
-        journal.save(
-            self.journal_path, self.snapshot(counters=False), journal.counters_json(self.sim)
-        )
-        self._saved = time.monotonic()
-        self._save_cost = self._saved - t0
+        self.writer.save(lambda flows: self.snapshot(counters=False, flows=flows), whole)
 
     def _periodic_save(self) -> None:
-        if self.journal_path is None:
-            return
-        # a big fabric's counters take a while to write: never more than a tenth of the time
-        every = max(_JOURNAL_EVERY, 10 * getattr(self, "_save_cost", 0.0))
-        if time.monotonic() - self._saved >= every:
-            self.save()
+        if self.writer.due(_JOURNAL_EVERY):
+            self.save(whole=True)
 
     def restore(self, doc: dict, source: str = "journal") -> None:
         """Bring back a journal's state (``up --resume``; ``doc`` as
@@ -426,11 +426,13 @@ class LiveFabric:
             lambda step: scenario_run.check_step(self, step),
             source,
         )
+        self.ledger.forget()  # the ports' Counters are new
+        self.writer.flows_saved = False
         self._last = self.clock.now()
 
     def close(self) -> None:
         """Save the journal one last time, close the event log, remove the watch files."""
-        self.save()
+        self.save(whole=True)
         self.events.close()
         if self.journal_path is not None:
             watch.remove(self.journal_path.parent, self.name)

@@ -34,10 +34,11 @@ def snapshot(
     traffic: TrafficEngine | None,
     sim: SimFabric,
     counters: bool = True,
+    flows: bool = True,
 ) -> dict:
     """Everything ``--resume`` needs of a live fabric: what it must match (``meta``), its
-    clock, faults (``book``), scenarios, flows (``traffic``) and, with ``counters``, the
-    counters of ``sim``."""
+    clock, faults (``book``), scenarios, with ``flows`` the flows (``traffic``) and, with
+    ``counters``, the counters of ``sim``."""
     doc = {
         "meta": meta,
         "clock": clock.now(),
@@ -48,8 +49,9 @@ def snapshot(
             str(fid): {k: e.to_json() for k, e in ends.items()} for fid, ends in book.ends.items()
         },
         "scenarios": [s.to_json() for s in scenarios],
-        "traffic": traffic_commands.flows_doc(traffic) if traffic is not None else [],
     }
+    if flows:
+        doc["traffic"] = traffic_commands.flows_doc(traffic) if traffic is not None else []
     if counters:
         doc["counters"] = journal.counters_doc(sim)
     return doc

@@ -24,7 +24,7 @@ from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
-from ..wire import admission
+from ..wire import admission, native, record
 from ..wire.hosttcp import parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
 from . import apirecord, detach, progress, ways
@@ -248,7 +248,7 @@ def _serve(
     )
     name = req.name
     where = f"UDP {addr[0]}:{addr[1]}" if addr else f"IBSIM_SOCKNAME={name}"
-    phases.phase("serving", where)
+    phases.phase("serving", f"{where} ({native.chosen()} MAD core)")
     start, _ = cluster.locate(None)
     srv = FabricServer(
         cluster.fabric,
@@ -274,7 +274,7 @@ def _serve(
         sm_port, _ = cluster.locate(req.sm_at, switches=True) if req.sm_at else (start, None)
         if sm_port is not None:
             srv.routed(srv.sim.port_of(sm_port))
-    live, admin = _go_live(req, cluster, srv)
+    live, admin = _go_live(req, cluster, srv, record.from_env(srv, os.environ))
     link = None
     tcp = None
     if addr is None:  # the host library is for tools on this machine (or, told, over TCP)
@@ -361,7 +361,7 @@ def _serve(
         )
 
 
-def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveFabric, AdminServer]:
+def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer, recorder=None):
     """The live fabric on ``srv`` (its clock, journal and event log; restored from the
     journal with ``--resume``) and its admin socket, served in the server's loop."""
     state = state_dir(create=True)
@@ -394,7 +394,7 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer) -> tuple[LiveF
     if doc is not None:
         live.restore(doc, f"journal {path}")
     live.save()
-    answer = functools.partial(admin_requests.answer, live)
+    answer = record.admin(recorder, functools.partial(admin_requests.answer, live))
     admin = AdminServer(admin_path(state, req.name), answer, srv.transport)
     admin.bind()
     srv.transport.on_wake = live.wake

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from functools import partial
 
 from ...ib import simwire
 from ...model.fabric import Fabric
@@ -27,6 +28,7 @@ from ..fabric.router import Router
 from ..fabric.sma import Sma
 from ..fabric.state import SimFabric, SimPort
 from ..fabric.traps import Traps
+from . import native
 from .admission import Policy
 from .client import Client
 from .control import Control
@@ -80,6 +82,15 @@ class FabricServer:
         transport = self.transport
         transport.on_control = self.control.handle
         transport.on_mad = self.dispatch.process
+        core = native.make_core(
+            self.sim, transport.buf, self.stats, self.dispatch.drops, self.sma.handlers
+        )
+        self.dispatch.use_native(core)
+        if self.dispatch.native is not None:
+            d = self.dispatch
+            transport.pump = partial(native.pump, core, transport, d.reference, d.routed)
+        self.mad_core = "native" if self.dispatch.native is not None else "python"
+        log.info("MAD core: %s", self.mad_core)
         transport.on_mad_error = self.dispatch.failed
         transport.on_detach = self._client_left
         self.on_tick = transport.on_tick  # called every couple of seconds from the loop

@@ -38,7 +38,7 @@ log = logging.getLogger("fabriclab.sim")
 
 _NONE = object()
 _SWEEP_INTERVAL = 2.0
-_MADS_PER_WAKEUP = 8  # datagrams read from one client per readiness event
+MADS_PER_WAKEUP = 8  # datagrams read from one client per readiness event
 _CTL_BURST = 64  # control records read per wake-up, so a flood cannot starve the MADs
 _CTL_RECV = 4096  # more than a record: a longer datagram is seen as too long, not cut
 _CRED = struct.Struct("iII")  # struct ucred { pid_t pid; uid_t uid; gid_t gid; } (unix(7))
@@ -126,6 +126,9 @@ class Transport:
         self.on_control: Callable[[bytes, tuple | None, object], None] = _ignore
         self.on_mad: Callable[[Client, int], None] = _ignore
         self.on_mad_error: Callable[[Client, int], None] = _ignore
+        # set with the native MAD core: receives, answers and sends what it can of a
+        # client's waiting datagrams on a plain socket (:func:`.native.pump`)
+        self.pump: Callable[[Client], None] | None = None
         self.on_detach: Callable[[Client], None] = _ignore
         self.on_tick: list = []  # called every couple of seconds from the loop
         # called after every wake-up of the loop: seconds until it wants to be called again
@@ -404,7 +407,9 @@ class Transport:
         SM keeps several MADs in flight, and reading the next one straight away saves an
         epoll round; epoll is level-triggered, so whatever is left brings us back."""
         buf, sock, on_mad = self.buf, cl.sock, self.on_mad
-        for _ in range(_MADS_PER_WAKEUP):
+        if self.pump is not None and type(sock) is socket.socket:
+            return self.pump(cl)
+        for _ in range(MADS_PER_WAKEUP):
             try:
                 n = sock.recv_into(buf)
             except BlockingIOError:

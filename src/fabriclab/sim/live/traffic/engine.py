@@ -48,11 +48,12 @@ saturating 32-bit and 64-bit views):
   reason; a route that comes back first makes it ``running`` again (:mod:`.retry`).
   Defaults: NCCL's, timeout 20 and retry count 7 (failed after 8 x 4.29 s).
 
-Routes are recomputed when the fabric's generation number moves (a forwarding-table
-write, a port change: :class:`~...fabric.state.Generation`) or on :meth:`TrafficEngine.reroute`.
-Counters reach the ports' :class:`~.counters.Counters` when they are read (the port's
-``flush``), so an update of the whole fabric is a few numpy passes.  One engine per
-fabric, used from one thread (the server loop).
+When the fabric's generation number moves (a forwarding-table write, a port change:
+:class:`~...fabric.state.Generation`), the flows through the switches and ports that
+changed are routed again, the others keep their routes (all of them after a change
+of many places, or on :meth:`TrafficEngine.reroute`).  Counters reach the ports'
+:class:`~.counters.Counters` when they are read (the port's ``flush``), so an update of
+the whole fabric is a few numpy passes.  One engine per fabric, used from one thread.
 
 This module is the engine: its API and its time steps.  The flow table is
 :mod:`.flows`, routes and partition checks :mod:`.routes`, rates
@@ -67,16 +68,18 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ....errors import InputError
-from ...fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
+from ...fabric.datapaths import DELIVERED, Routes, Snapshot
 from ...fabric.state import SimFabric, SimPort
 from ..clock import Clock
 from . import query, retry
 from .attributes import check as _check
 from .attributes import qp_attributes
 from .counters import TrafficCounters
-from .flows import FAILED, LIVE, RETRYING, RUNNING, STATES, STOPPED, Flow, FlowTable
+from .flows import LIVE, RUNNING, STOPPED, Flow, FlowTable
 from .rates import set_rates
-from .routes import Crossings, OnTrap, route_flows
+from .routes import Crossings, OnTrap, route_flows, same, splice, touching
+
+PATCH_MAX = 64  # switches and ports changed beyond which every flow is routed again
 
 
 class TrafficEngine:
@@ -99,6 +102,7 @@ class TrafficEngine:
         self._x: Crossings | None = None  # the routes' incidences
         self._routed = 0  # flows [0, _routed) have routes
         self._reroute = False  # route every flow again at the next chance
+        self.routings = 0  # flows routed, all told (each time a flow is routed again)
         self._rates_stale = True
         self._wait_ports = np.zeros(0, dtype=np.int64)  # ports offered more than they send
         self._wait_excess = np.zeros(0)  # and by how much (wire bytes/s)
@@ -224,43 +228,7 @@ class TrafficEngine:
 
     def flows_at(self, which: Iterable[int]) -> list[Flow]:
         """The flows at table indices ``which`` (flow id - 1)."""
-        f = self._f
-        if f.n == 0:  # none: no need of the fabric's snapshot
-            return []
-        snap = self._snapshot()
-        routes = self._routes
-        out = []
-        for i in which:
-            i = int(i)
-            state = int(f.state[i])
-            dropped = reason = None
-            if routes is not None and i < self._routed and state == RETRYING:
-                end, at = int(routes.end[i]), int(routes.at[i])
-                if end != DELIVERED:
-                    where = snap.ports[at].ref() if at >= 0 else "?"  # type: ignore[union-attr]
-                    dropped = f"{ENDS[end]} at {where}"
-                    reason = retry.reason(snap, end, at, int(f.src[i]), int(f.dst[i]))
-            elif state == FAILED:
-                reason = f.why.get(i)
-            size, limit = int(f.size[i]), float(f.limit[i])
-            out.append(
-                Flow(
-                    id=i + 1,
-                    src=snap.ports[int(f.src[i])],  # type: ignore[arg-type]
-                    dst=snap.ports[int(f.dst[i])],  # type: ignore[arg-type]
-                    rate=float(f.rate[i]) if state == RUNNING else 0.0,
-                    sent=int(max(f.sent[i], f.delivered[i])),
-                    delivered=int(f.delivered[i]),
-                    size=None if size < 0 else size,
-                    limit=None if np.isinf(limit) else limit,
-                    state=STATES[state],
-                    dropped=dropped,
-                    reason=reason,
-                    timeout=int(f.timeout[i]),
-                    retry_count=int(f.retries[i]),
-                )
-            )
-        return out
+        return query.flows_at(self._f, self._snapshot(), self._routes, self._routed, which)
 
     def select(
         self,
@@ -271,8 +239,6 @@ class TrafficEngine:
     ) -> np.ndarray:
         """The table indices (flow id - 1) of the flows in one of ``states``, from one
         of ports ``src``, to one of ports ``dst`` and among ``ids`` (each None: any)."""
-        if self._f.n == 0:  # no flows: no need of the fabric's snapshot (costly at 32k HCAs)
-            return np.zeros(0, dtype=np.int64)
         snap = self._snapshot()
         return query.select(
             self._f,
@@ -324,6 +290,10 @@ class TrafficEngine:
         """Put the traffic counted so far into every port's Counters (reads do it for
         the port they read)."""
         self._counts.settle_all(self._snapshot())
+
+    def counted(self) -> bool:
+        """Whether any flow was ever added (else traffic has counted nothing)."""
+        return bool(self._f.n)
 
     def unsettled(self):
         return self._counts.unsettled()  # (see TrafficCounters.unsettled)
@@ -381,16 +351,13 @@ class TrafficEngine:
     def _prepare(self) -> None:
         """Routes for every flow on the fabric as it is now, and rates for them."""
         f = self._f
-        if (
-            self._reroute
-            or self._snap is None
-            or self._snap.generation != self.sim.generation.value
-        ):
-            self._snap = Snapshot(self.sim)
-            self._routes, self._routed, self._reroute = None, 0, False
+        gen = self.sim.generation
+        if self._reroute or self._snap is None or self._snap.generation != gen.value:
+            self._changed(gen)
         if self._routed < f.n:
             snap = self._snapshot()
             lo, hi = self._routed, f.n
+            self.routings += hi - lo
             new = route_flows(snap, f.src[lo:hi], f.dst[lo:hi], self.on_trap)
             parts = [self._routes, new] if self._routes is not None else [new]
             self._routes = Routes.concat(parts) if len(parts) > 1 else new
@@ -401,6 +368,35 @@ class TrafficEngine:
             self._retry(self._t)  # the first send of a flow that starts retrying
         if self._rates_stale:
             self._rates()
+
+    def _changed(self, gen) -> None:
+        """The fabric changed: the snapshot takes in the switches and ports that did, and
+        only the flows through them are routed again (a change of unknown place, or of
+        more than :data:`PATCH_MAX` places: a fresh snapshot, every flow routed)."""
+        everything, switches, ports = gen.take()
+        snap, r, n, f = self._snap, self._routes, self._routed, self._f
+        at = None
+        if snap is not None and not (self._reroute or everything):
+            if len(switches) + len(ports) <= PATCH_MAX:
+                at = snap.update(gen.value, switches, ports)
+        if at is None or r is None or snap is None:
+            if at is None:
+                self._snap = Snapshot(self.sim)
+            self._routes, self._routed, self._reroute = None, 0, False
+            return
+        idx = touching(snap, r, f.src[:n], f.dst[:n], at)
+        if not len(idx):
+            return
+        self.routings += len(idx)
+        new = route_flows(snap, f.src[idx], f.dst[idx], self.on_trap)
+        if same(r, idx, new):  # (an entry no flow follows; a port's rate may have moved)
+            self._rates_stale |= bool(ports)
+            return
+        self._routes = splice(r, idx, new)
+        self._x = Crossings(snap, self._routes)
+        self._rates_stale = True
+        retry.classify(f, self._routes, self._t)
+        self._retry(self._t)
 
     def _rates(self) -> None:
         f = self._f

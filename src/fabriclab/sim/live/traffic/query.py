@@ -2,7 +2,8 @@
 listing of tens of thousands of flows sends a summary and a page, not every flow).
 
 :func:`select` picks flows by state, source and destination port and id;
-:func:`summary` counts them by state and adds up their bytes and rates.
+:func:`summary` counts them by state and adds up their bytes and rates; :func:`flows_at`
+gives flows as the API shows them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from ....errors import InputError, Problem
-from .flows import RUNNING, STATE_OF, STATES, FlowTable
+from ...fabric.datapaths import DELIVERED, ENDS, Routes, Snapshot
+from . import retry
+from .flows import FAILED, RETRYING, RUNNING, STATE_OF, STATES, Flow, FlowTable
 
 
 def select(
@@ -62,3 +65,41 @@ def summary(f: FlowTable, which: np.ndarray | None = None) -> dict:
         "delivered": int(delivered.sum()),
         "rate": float(f.rate[idx][st == RUNNING].sum()),
     }
+
+
+def flows_at(
+    f: FlowTable, snap: Snapshot, routes: Routes | None, routed: int, which: Iterable[int]
+) -> list[Flow]:
+    """The flows at table indices ``which`` (flow id - 1) as :meth:`.engine.TrafficEngine.flows` gives them: ``routes`` those of the first ``routed`` flows."""
+    out = []
+    for i in which:
+        i = int(i)
+        state = int(f.state[i])
+        dropped = reason = None
+        if routes is not None and i < routed and state == RETRYING:
+            end, at = int(routes.end[i]), int(routes.at[i])
+            if end != DELIVERED:
+                where = snap.ports[at].ref() if at >= 0 else "?"  # type: ignore[union-attr]
+                dropped = f"{ENDS[end]} at {where}"
+                reason = retry.reason(snap, end, at, int(f.src[i]), int(f.dst[i]))
+        elif state == FAILED:
+            reason = f.why.get(i)
+        size, limit = int(f.size[i]), float(f.limit[i])
+        out.append(
+            Flow(
+                id=i + 1,
+                src=snap.ports[int(f.src[i])],  # type: ignore[arg-type]
+                dst=snap.ports[int(f.dst[i])],  # type: ignore[arg-type]
+                rate=float(f.rate[i]) if state == RUNNING else 0.0,
+                sent=int(max(f.sent[i], f.delivered[i])),
+                delivered=int(f.delivered[i]),
+                size=None if size < 0 else size,
+                limit=None if np.isinf(limit) else limit,
+                state=STATES[state],
+                dropped=dropped,
+                reason=reason,
+                timeout=int(f.timeout[i]),
+                retry_count=int(f.retries[i]),
+            )
+        )
+    return out

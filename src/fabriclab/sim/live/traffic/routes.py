@@ -53,7 +53,9 @@ def partition(snap: Snapshot, r: Routes, on_trap: OnTrap | None) -> Routes:
     checks of its path (:func:`...fabric.partitions.enforce`, once per distinct path); a flow
     refused on the way ends where it is refused, its hops cut there.  A refusal that
     raises a trap sends it through ``on_trap``, once per flow."""
-    if partitions.all_default(snap.ports):
+    if snap.default_pkeys is None:
+        snap.default_pkeys = partitions.all_default(snap.ports)
+    if snap.default_pkeys:
         return r  # every table the default partition alone: every check passes
     ports, peer = snap.ports, snap.peer
     seen: dict[tuple[int, ...], partitions.Drop | None] = {}
@@ -130,3 +132,56 @@ class Crossings:
         self.seg_port = used
         self.seg_peer = snap.peer[used]
         self.weight = (r.mtu + WIRE_OVERHEAD_BYTES) / r.mtu
+
+
+def touching(snap: Snapshot, r: Routes, src: np.ndarray, dst: np.ndarray, at: np.ndarray):
+    """The flows (indices into ``r``) whose route a change at flat ports ``at`` may
+    move: those starting or ending there, leaving by or arriving at one of them on
+    the way, or dropped at one of them."""
+    mark = np.zeros(snap.nports, dtype=bool)
+    mark[at] = True
+    hops = r.hops
+    hit = mark[hops] | mark[snap.peer[hops]]
+    owner = np.repeat(np.arange(len(r.end)), np.diff(r.ptr))
+    flows = np.zeros(len(r.end), dtype=bool)
+    flows[owner[hit]] = True
+    flows |= mark[src] | mark[dst]
+    dropped = r.at >= 0
+    flows[dropped] |= mark[r.at[dropped]]
+    return np.flatnonzero(flows)
+
+
+def splice(r: Routes, idx: np.ndarray, new: Routes) -> Routes:
+    """``r`` with the routes of flows ``idx`` (ascending) replaced by ``new``'s: the
+    hops copied in runs (the flows between two replaced ones are one slice)."""
+    nhops = np.diff(r.ptr)
+    nhops[idx] = np.diff(new.ptr)
+    ptr = np.concatenate(([0], np.cumsum(nhops)))
+    # the runs of old hops kept: from after one replaced flow to the next
+    starts = r.ptr[np.concatenate(([0], idx + 1))].tolist()
+    stops = r.ptr[np.concatenate((idx, [len(r.end)]))].tolist()
+    got = new.ptr.tolist()
+    pieces = [r.hops[starts[0] : stops[0]]]
+    for k in range(len(idx)):
+        pieces.append(new.hops[got[k] : got[k + 1]])
+        pieces.append(r.hops[starts[k + 1] : stops[k + 1]])
+    hops = np.concatenate(pieces).astype(r.hops.dtype, copy=False)
+    end, at, mtu = r.end.copy(), r.at.copy(), r.mtu.copy()
+    end[idx], at[idx], mtu[idx] = new.end, new.at, new.mtu
+    return Routes(ptr, hops, end, at, mtu)
+
+
+def same(r: Routes, idx: np.ndarray, new: Routes) -> bool:
+    """Whether ``new`` (the routes of flows ``idx`` found again) is what ``r`` holds for
+    them: then nothing a rate or a counter depends on has moved."""
+    counts = np.diff(new.ptr)
+    if not np.array_equal(np.diff(r.ptr)[idx], counts):
+        return False
+    if not (
+        np.array_equal(r.end[idx], new.end)
+        and np.array_equal(r.at[idx], new.at)
+        and np.array_equal(r.mtu[idx], new.mtu)
+    ):
+        return False
+    at = np.repeat(r.ptr[idx] - new.ptr[:-1], counts) + np.arange(len(new.hops))
+    return bool(np.array_equal(r.hops[at], new.hops))

@@ -1,0 +1,144 @@
+"""Server CPU per MAD: a recorded MAD stream replayed through fabriclab (each MAD core)
+and through the Debian ibsim, on the same fabric, in one run.
+
+The fabric is bench/server.py's ``BENCH_SPEC`` (2,048 HCAs, 96 switches).  The stream is
+recorded at bench time (bench/madstreams.py, ``FABRICLAB_MAD_RECORD``, the Python core):
+the real ``opensm -o`` from start to SUBNET UP, then the real ``ibnetdiscover``; with
+``--quick``, ibnetdiscover alone.  Each server is then started fresh and the stream
+replayed through it one datagram at a time (:mod:`fabriclab.sim.run.replay`: the same
+clients attach, the same datagrams in the same order); the figure is the server
+process's CPU time (user + system, /proc/PID/stat) over the replay divided by the MADs
+sent.  ibsim serves fabriclab's net file of the same fabric (the same GUIDs and cabling),
+so it is asked the same questions.  Rounds alternate between the servers; figures are
+medians.
+
+    python bench/replay.py [--rounds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from madstreams import record_stream
+from server import Fabriclab, Ibsim, _ibsims, bench_fabric
+
+from fabriclab.formats import ibsim_net
+from fabriclab.sim.run import admin, replay
+from fabriclab.sim.wire import record
+
+_TICK = os.sysconf("SC_CLK_TCK")
+GOAL = 1.0  # native / ibsim
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (proc(5): fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class Core(Fabriclab):
+    """``fabriclab up`` serving through MAD core ``core`` (FABRICLAB_MAD_CORE)."""
+
+    def __init__(self, spec: str, work: Path, core: str):
+        super().__init__(spec, work)
+        self.core = core
+        self.label = f"fabriclab-{core}"
+
+    def start(self, name: str, timeout: float = 120) -> None:
+        super().start(name, timeout)
+        # answered once the server's loop runs: its start-up is not the replay's
+        path = admin.admin_path(self.work, name)
+        deadline = time.monotonic() + timeout
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        admin.call(path, {"op": "stats"}, timeout)
+
+    def env(self, name: str) -> dict:
+        env = super().env(name)
+        env.pop(record.ENV, None)
+        return {**env, "FABRICLAB_MAD_CORE": self.core}
+
+
+def measure(server, name: str, records: list[record.Record], wait: float) -> tuple:
+    """Replay ``records`` through a fresh ``server``: (CPU seconds per MAD, outcome)."""
+    server.start(name)
+    try:
+        before = cpu_seconds(server.proc.pid)
+        out = replay.Replay(name, wait=wait).run(records)
+        used = cpu_seconds(server.proc.pid) - before
+    finally:
+        server.stop()
+    return used / max(1, out.mads), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="ibnetdiscover's stream alone, 1 round")
+    a = ap.parse_args()
+    for tool in ("ibsim", "opensm", "ibnetdiscover"):
+        if shutil.which(tool) is None:
+            raise SystemExit(
+                f"error: bench/replay.py: {tool} not found: run scripts/install-system-deps.sh"
+            )
+    rounds = 1 if a.quick else a.rounds
+    work = Path(tempfile.mkdtemp(prefix="fl-replay-"))
+    try:
+        spec_file, cluster = bench_fabric(work)
+        fabric = cluster.fabric
+        net = work / "bench-2k.net"
+        net.write_text(ibsim_net.render(fabric))
+        kind = "ibnetdiscover" if a.quick else "opensm"
+        stream = record_stream(
+            kind, str(spec_file), work / f"{kind}.madrec.gz", {"FABRICLAB_MAD_CORE": "python"}
+        )
+        records = list(record.read(stream))
+        mads = sum(1 for r in records if r.kind == record.MAD_IN)
+        print(
+            f"fabric: {len(fabric.cas())} HCAs, {len(fabric.switches())} switches; stream: "
+            f"{kind}, {mads} MADs, {stream.stat().st_size} bytes recorded"
+        )
+        ibsims = _ibsims(net, ibsim_net.limits(fabric).args())
+        servers: list = [Core(str(spec_file), work, "native"), Core(str(spec_file), work, "python")]
+        servers += ibsims
+        cpu: dict[str, list[float]] = {s.label: [] for s in servers}
+        outs: dict[str, replay.Outcome] = {}
+        for r in range(rounds):
+            for i, s in enumerate(servers):
+                wait = 0.2 if isinstance(s, Ibsim) else 5.0  # ibsim leaves some unanswered
+                per, out = measure(s, f"flreplay{os.getpid()}x{i}x{r}", records, wait)
+                cpu[s.label].append(per)
+                outs[s.label] = out
+        ref = outs["fabriclab-python"].received()
+        for s in servers:
+            got = outs[s.label].received()
+            same = sum(1 for x, y in zip(got, ref, strict=False) if x == y)
+            print(
+                f"  {s.label:18s} {statistics.median(cpu[s.label]) * 1e6:7.1f} µs/MAD   "
+                f"{outs[s.label].mads} MADs, {len(got)} answers ({same} byte-identical to "
+                f"fabriclab-python's), {outs[s.label].missing} missing   [{rounds} rounds, median]"
+            )
+        native = statistics.median(cpu["fabriclab-native"])
+        python = statistics.median(cpu["fabriclab-python"])
+        for sim in ibsims:
+            z = statistics.median(cpu[sim.label])
+            print(
+                f"cpu/MAD fabriclab-native {native * 1e6:.1f} µs, python {python * 1e6:.1f} µs, "
+                f"{sim.label} {z * 1e6:.1f} µs; ratio native/ibsim {native / z:.2f} "
+                f"(goal <= {GOAL})"
+            )
+        for sim in ibsims:
+            sim.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The fabric's hot state as flat arrays: what the native MAD core reads and counts in.
+
+Every port of the fabric has a row (a node's rows are consecutive, one per port number
+its model has, port 0 included; a number the model leaves empty has a row with
+``present`` 0), every node an index.  The run-time objects (:mod:`.state`) keep these
+values nowhere else: their attributes are properties over these arrays, so the Python
+reference path and the native core (:mod:`fabriclab.sim.wire.native`) read and write
+one state.  The arrays never change size once the fabric is built (the native core
+holds their buffers, which makes resizing them fail rather than move them); a switch's
+forwarding table is a bytearray that grows as the SM writes blocks, so the core fetches
+it from :attr:`Flat.lfts` at every look-up.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import TYPE_CHECKING
+
+from ...ib.enums import PhysState, PortState
+
+if TYPE_CHECKING:
+    from .state import SimPort
+
+ATTR_SIZE = 64  # an SMP's attribute data (NodeInfo, NodeDescription, PortInfo, SwitchInfo)
+
+
+def _zeros(code: str, n: int) -> array:
+    return array(code, bytes(array(code).itemsize * n))
+
+
+class Flat:
+    """The flat state of a fabric of ``nodes`` nodes and ``rows`` port rows."""
+
+    __slots__ = (
+        "_next",
+        "first",
+        "is_endport",
+        "is_switch",
+        "lft_cap",
+        "lft_top",
+        "lfts",
+        "lid",
+        "lmc",
+        "mad_in",
+        "mad_out",
+        "ni",
+        "ni_valid",
+        "node",
+        "node_desc",
+        "nports",
+        "num",
+        "objs",
+        "peer",
+        "phys",
+        "pi",
+        "pi_valid",
+        "pkeys",
+        "present",
+        "si",
+        "si_valid",
+        "state",
+    )
+
+    def __init__(self, nodes: int, rows: int):
+        # --- per port row
+        self.node = _zeros("i", rows)  # the node's index
+        self.num = _zeros("H", rows)  # the port number
+        self.present = _zeros("B", rows)  # whether the node has this port
+        self.peer = array("i", [-1]) * rows  # the row at the other end of the link, or -1
+        self.phys = _zeros("B", rows)  # PortPhysicalState
+        self.state = _zeros("B", rows)  # PortState
+        # LID and LMC as any int (what Python may set; the core hands back what is not
+        # a LID it can route by)
+        self.lid = _zeros("q", rows)
+        self.lmc = _zeros("q", rows)
+        self.is_endport = _zeros("B", rows)  # a CA port or a switch's port 0
+        self.mad_in = _zeros("Q", rows)  # MADs that crossed the port, not yet counted
+        self.mad_out = _zeros("Q", rows)
+        self.pi = bytearray(ATTR_SIZE * rows)  # encoded PortInfo, LocalPortNum 0 ...
+        self.pi_valid = _zeros("B", rows)  # ... when this is 1
+        self.ni = bytearray(ATTR_SIZE * rows)  # NodeInfo as read through the port ...
+        self.ni_valid = _zeros("B", rows)  # ... when this is 1 (filled when first read)
+        self.pkeys: list = [None] * rows  # the port's P_Key table (a bytearray)
+        self.objs: list = [None] * rows  # the SimPort of each row
+        # --- per node
+        self.is_switch = _zeros("B", nodes)
+        self.first = _zeros("I", nodes)  # the row of its port 0
+        self.nports = _zeros("I", nodes)  # how many rows it has (its highest port + 1)
+        self.node_desc = bytearray(ATTR_SIZE * nodes)  # NodeDescription
+        self.lfts: list = [None] * nodes  # a switch's LFT: a bytearray (LID -> port)
+        self.lft_top = _zeros("I", nodes)  # a switch's LinearFDBTop
+        self.lft_cap = _zeros("I", nodes)  # a switch's LinearFDBCap
+        self.si = bytearray(ATTR_SIZE * nodes)  # a switch's encoded SwitchInfo ...
+        self.si_valid = _zeros("B", nodes)  # ... when this is 1
+        self._next = 0
+
+    def add_node(self, index: int, nports: int, is_switch: bool) -> int:
+        """Give node ``index`` its ``nports`` rows; its first row."""
+        first = self._next
+        self._next += nports
+        self.first[index] = first
+        self.nports[index] = nports
+        self.is_switch[index] = int(is_switch)
+        for num in range(nports):
+            self.node[first + num] = index
+            self.num[first + num] = num
+        return first
+
+
+_PORT_STATES = tuple(PortState(v) if v in PortState._value2member_map_ else v for v in range(256))
+_PHYS_STATES = tuple(PhysState(v) if v in PhysState._value2member_map_ else v for v in range(256))
+
+
+class FlatPort:
+    """A port whose hot attributes are its row ``_r`` of the flat state ``_f``."""
+
+    __slots__ = ("_f", "_r")
+
+    def place(self, flat: Flat, row: int) -> None:
+        """Make row ``row`` of ``flat`` this port's."""
+        self._f, self._r = flat, row
+        flat.objs[row] = self
+        flat.present[row] = 1
+
+    @property
+    def phys(self) -> int:
+        """PortPhysicalState (a PhysState)."""
+        return _PHYS_STATES[self._f.phys[self._r]]
+
+    @phys.setter
+    def phys(self, v: int) -> None:
+        self._f.phys[self._r] = v
+
+    @property
+    def state(self) -> int:
+        """PortState (a PortState)."""
+        return _PORT_STATES[self._f.state[self._r]]
+
+    @state.setter
+    def state(self, v: int) -> None:
+        self._f.state[self._r] = v
+
+    @property
+    def lid(self) -> int:
+        """The base LID."""
+        return self._f.lid[self._r]
+
+    @lid.setter
+    def lid(self, v: int) -> None:
+        self._f.lid[self._r] = v
+
+    @property
+    def lmc(self) -> int:
+        """LMC."""
+        return self._f.lmc[self._r]
+
+    @lmc.setter
+    def lmc(self, v: int) -> None:
+        self._f.lmc[self._r] = v
+
+    @property
+    def is_endport(self) -> bool:
+        """Whether the port has a LID of its own: a CA port or a switch's port 0."""
+        return bool(self._f.is_endport[self._r])
+
+    @is_endport.setter
+    def is_endport(self, v: bool) -> None:
+        self._f.is_endport[self._r] = int(v)
+
+    @property
+    def mad_in(self) -> int:
+        """MADs received through the port, not yet in its counters."""
+        return self._f.mad_in[self._r]
+
+    @mad_in.setter
+    def mad_in(self, v: int) -> None:
+        self._f.mad_in[self._r] = v
+
+    @property
+    def mad_out(self) -> int:
+        """MADs sent through the port, not yet in its counters."""
+        return self._f.mad_out[self._r]
+
+    @mad_out.setter
+    def mad_out(self, v: int) -> None:
+        self._f.mad_out[self._r] = v
+
+    @property
+    def peer(self) -> SimPort | None:
+        """The port at the other end of the link, or None."""
+        r = self._f.peer[self._r]
+        return None if r < 0 else self._f.objs[r]
+
+    @peer.setter
+    def peer(self, q: SimPort | None) -> None:
+        self._f.peer[self._r] = -1 if q is None else q._r
+
+    @property
+    def pi(self) -> bytes | None:
+        """The encoded PortInfo (LocalPortNum 0), or None when it must be encoded anew."""
+        f, r = self._f, self._r
+        return bytes(f.pi[r * ATTR_SIZE : (r + 1) * ATTR_SIZE]) if f.pi_valid[r] else None
+
+    @pi.setter
+    def pi(self, v: bytes | None) -> None:
+        f, r = self._f, self._r
+        if v is None:
+            f.pi_valid[r] = 0
+        else:
+            f.pi[r * ATTR_SIZE : (r + 1) * ATTR_SIZE] = v
+            f.pi_valid[r] = 1
+
+    @property
+    def pkeys(self) -> bytearray:
+        """The P_Key table, 2 bytes an entry."""
+        return self._f.pkeys[self._r]
+
+    @pkeys.setter
+    def pkeys(self, v: bytearray) -> None:
+        self._f.pkeys[self._r] = v

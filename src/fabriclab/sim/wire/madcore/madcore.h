@@ -1,0 +1,92 @@
+/* The native MAD core's shared definitions: the formats' constants, the core's state
+ * (fabriclab.sim.fabric.flat's arrays, typed) and the routing and attribute functions
+ * of route.c that madcore.c calls. */
+#ifndef FABRICLAB_MADCORE_H
+#define FABRICLAB_MADCORE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum {
+    REQ_SIZE = 288,      /* sizeof(struct sim_request) */
+    MAD_AT = 32,         /* the MAD within it */
+    ATTR = 64,           /* an SMP's attribute data */
+    SMP_DATA = 64,       /* where it lies in the MAD (14.2.1.1, 14.2.1.2) */
+    DR_INITIAL = 128,    /* a directed route's initial path ... */
+    DR_RETURN = 192,     /* ... and return path, 64 bytes each */
+    MAX_HOPS = 64,       /* router.MAX_HOPS: switches a LID-routed packet may cross */
+    MAX_DR_HOPS = 63,    /* HopCount's largest value (14.2.1.2) */
+    HOPS_MAX = MAX_HOPS + 2,
+    CLASS_SMI = 0x01,
+    CLASS_SMI_DR = 0x81,
+    METHOD_GET = 0x01,
+    METHOD_SET = 0x02,
+    METHOD_GET_RESP = 0x81,
+    PERMISSIVE = 0xFFFF,
+    LINKUP = 5,          /* PortPhysicalState LinkUp (14.2.5.6) */
+    /* SMA attribute ids (14.2.5, Table 145) */
+    A_NODE_DESC = 0x0010,
+    A_NODE_INFO = 0x0011,
+    A_SWITCH_INFO = 0x0012,
+    A_PORT_INFO = 0x0015,
+    A_PKEY_TABLE = 0x0016,
+    A_LINEAR_FDB = 0x0019,
+};
+
+/* What the core reads: each array of the flat state, by the buffer it exports. */
+enum {
+    F_NODE, F_NUM, F_PRESENT, F_PEER, F_PHYS, F_LID, F_LMC, F_ENDPORT, F_IN, F_OUT,
+    F_PI, F_PI_VALID, F_NI, F_NI_VALID, F_IS_SWITCH, F_FIRST, F_NPORTS, F_NODE_DESC,
+    F_LFT_TOP, F_LFT_CAP, F_SI, F_SI_VALID, F_COUNT
+};
+typedef struct {
+    PyObject_HEAD
+    Py_buffer views[F_COUNT];
+    int nviews;
+    Py_buffer bufview;
+    int has_buf;
+    PyObject *lfts, *pkeys, *stats, *drops, *sma;
+    int32_t routed; /* the row answer() routed a MAD to, for Python's SMA (2) */
+    Py_ssize_t rows, nodes;
+    int pi_local_at; /* PortInfo's LocalPortNum byte */
+    /* the arrays, typed */
+    const int32_t *node, *peer;
+    const uint16_t *num;
+    const uint8_t *present, *phys, *endport, *pi, *pi_valid, *ni, *ni_valid;
+    const uint8_t *is_switch, *node_desc, *si, *si_valid;
+    const int64_t *lid, *lmc;
+    const uint32_t *first, *nports, *lft_top, *lft_cap;
+    uint64_t *mad_in, *mad_out;
+    uint8_t *buf;
+    Py_ssize_t buflen;
+} Core;
+
+
+/* A walk: the (egress, ingress) rows of the links crossed. */
+typedef struct {
+    int n;
+    int32_t eg[HOPS_MAX], in[HOPS_MAX];
+} Hops;
+
+
+static inline unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
+static inline uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline void put16(uint8_t *p, unsigned v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+int32_t node_of(const Core *c, int32_t r);
+int32_t lid_route(const Core *c, int32_t src, uint32_t dlid, Hops *h);
+int32_t dr_out(const Core *c, int32_t src, const uint8_t *path, unsigned hops, uint8_t *rpath,
+               Hops *h);
+int get_attr(const Core *c, int32_t d, unsigned attr, uint32_t mod, uint8_t *out);
+
+#endif

@@ -1,0 +1,118 @@
+"""Which MAD core serves: the native one (C, :mod:`._madcore`, built from ``madcore/``)
+or the Python reference path alone, by ``FABRICLAB_MAD_CORE`` (``native``, the default,
+or ``python``), read once when a server starts.
+
+The native core answers the common SMP Gets (NodeInfo, NodeDescription, PortInfo,
+SwitchInfo, LinearForwardingTable and P_Key blocks) from the fabric's flat state
+(:mod:`..fabric.flat`), routing and counting them as :mod:`..fabric.router` does; it
+hands every other datagram back untouched to :class:`.dispatch.Dispatch`, which
+handles it as it always has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from ...ib.mad.layouts import PORT_INFO
+from ...ib.simwire import REQUEST_SIZE
+from ..fabric.state import SimFabric
+from .client import Client
+from .transport import MADS_PER_WAKEUP, Transport
+
+log = logging.getLogger("fabriclab.sim")
+
+ENV = "FABRICLAB_MAD_CORE"
+CORES = ("native", "python")
+
+
+def wanted() -> str:
+    """The core ``FABRICLAB_MAD_CORE`` asks for (unset: native)."""
+    value = os.environ.get(ENV, "").strip().lower() or "native"
+    if value not in CORES:
+        log.warning("%s=%s is neither native nor python: the native core serves", ENV, value)
+        return "native"
+    return value
+
+
+def chosen() -> str:
+    """The core a server started now serves with: the one asked for, if it is there, and
+    the Python path while every MAD is traced (``-vv``)."""
+    if wanted() == "python" or log.isEnabledFor(logging.DEBUG):
+        return "python"
+    try:
+        from . import _madcore  # type: ignore[attr-defined]  # noqa: F401
+    except ImportError as e:
+        log.warning("the native MAD core is not built (%s): the Python core serves", e)
+        return "python"
+    return "native"
+
+
+def _local_port_at() -> int:
+    """PortInfo's LocalPortNum byte (an 8-bit field on a byte boundary)."""
+    bit, width = next((off, w) for name, off, w in PORT_INFO.fields if name == "LocalPort")
+    assert width == 8 and bit % 8 == 0
+    return bit // 8
+
+
+def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs):
+    """The native core over ``sim``'s flat state and the receive buffer ``buf``, counting
+    in ``stats`` and leaving MADs to Python while ``drops`` has a port; it routes the
+    directed-route Gets and Sets of ``sma_attrs`` (the attributes the SMA has) it does
+    not answer itself for the Python SMA.  None when the reference path is asked for or
+    the core is not built."""
+    if chosen() == "python":
+        return None
+    from . import _madcore  # type: ignore[attr-defined]
+
+    sma = bytearray(1 << 16)
+    for attr in sma_attrs:
+        sma[attr] = 1
+    return _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
+
+
+def pump(
+    core,
+    transport: Transport,
+    python: Callable[[Client, int], None],
+    sma: Callable[[Client, int], None],
+    cl: Client,
+) -> None:
+    """:meth:`.transport.Transport.receive` through the native ``core``: it receives,
+    answers and sends what it can of ``cl``'s waiting datagrams; what it leaves in the
+    buffer goes to ``python`` (the Python path), or routed to a port row, to ``sma``
+    (the Python SMA's handler)."""
+    pump, fd, row, cid = core.pump, cl.sock.fileno(), cl.port._r, cl.id
+    for _ in range(MADS_PER_WAKEUP):
+        try:
+            n = pump(fd, row, cid)
+            if n == -3:  # answered and sent
+                continue
+            if n == -1:  # nothing waiting
+                return
+            if n == -2:  # answered, not sent: sent again with the error handling
+                transport.send(cl, memoryview(transport.buf)[:REQUEST_SIZE])
+                continue
+            if n <= -16:  # routed: the SMA answers it
+                try:
+                    sma(cl, -16 - n)
+                except Exception:  # a bug must cost one MAD, not the fabric
+                    transport.on_mad_error(cl, REQUEST_SIZE)
+                continue
+            if n == -4:  # the receive failed: once more, to see why
+                n = cl.sock.recv_into(transport.buf)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            transport.detach(cl, f"receive failed: {e}")
+            return
+        except Exception:  # the core failed on a datagram (a bug): it costs that MAD
+            transport.on_mad_error(cl, REQUEST_SIZE)
+            continue
+        try:
+            python(cl, n)
+        except Exception:  # a bug must cost one MAD, not the fabric
+            transport.on_mad_error(cl, n)
+        if transport.clients.get(cl.id) is not cl:
+            return

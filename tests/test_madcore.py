@@ -1,0 +1,346 @@
+"""The native MAD core against the Python reference path, in-process: two servers of
+the same fabric, one with ``FABRICLAB_MAD_CORE=python``, are sent the same datagrams
+from the same port; their answers must be byte-identical, and their statistics, the
+MADs counted on every port and the ports' counters the same.  The native server must
+also have answered the common Gets itself (its Python path not called for them)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+from dataclasses import asdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from simclient import dr_smp, lid_mad
+
+from fabriclab.ib import simwire
+from fabriclab.ib.enums import PhysState
+from fabriclab.ib.mad.consts import Attr, Method
+from fabriclab.ib.mad.layouts import PORT_INFO
+from fabriclab.model.build import build
+from fabriclab.sim.fabric import minhop
+from fabriclab.sim.wire.client import Client
+from fabriclab.sim.wire.native import ENV
+from fabriclab.sim.wire.server import FabricServer
+from fabriclab.spec.load import load_spec
+
+LAB = build(load_spec("lab"))
+W1 = "sched-worker1 mlx5_0"
+LEAF = "MF0;LAB-IBLEAF-01:MQM9701/U1"
+GETS = (
+    Attr.NODE_INFO,
+    Attr.NODE_DESC,
+    Attr.PORT_INFO,
+    Attr.SWITCH_INFO,
+    Attr.LINEAR_FDB,
+    Attr.PKEY_TABLE,
+)
+
+
+class Side:
+    """One server, unbound, with a client attached at ``desc`` through a socket pair."""
+
+    def __init__(self, core: str, monkeypatch, desc: str = W1, routed: bool = False):
+        monkeypatch.setenv(ENV, core)
+        self.srv = FabricServer(LAB.fabric, "unused")
+        assert self.srv.mad_core == core
+        if routed:
+            minhop.fill(self.srv.sim)
+        ours, self.peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        ours.setblocking(False)
+        self.peer.setblocking(False)
+        node = self.srv.sim.node_of(LAB.fabric.find(desc))
+        port = node.ports[0 if node.is_switch else 1]
+        self.cl = Client(7, 1007, port, 0, False, desc, ours)
+        self.srv.transport.attach(self.cl)
+        self.python_calls = 0
+        reference = self.srv.dispatch.reference
+
+        def counted(cl, n):
+            self.python_calls += 1
+            reference(cl, n)
+
+        self.srv.dispatch.reference = counted  # type: ignore[method-assign]
+        if self.srv.transport.pump is not None:  # the pump was bound to the original
+            self.srv.transport.pump = lambda cl: _pump(self.srv, counted, cl)
+
+    def ask(self, raw: bytes) -> list[bytes]:
+        self.peer.send(raw)
+        self.srv.transport.receive(self.cl)
+        out = []
+        while True:
+            try:
+                out.append(self.peer.recv(4096))
+            except BlockingIOError:
+                return out
+
+    def ports(self):
+        return [p for n in self.srv.sim.nodes for p in n.ports if p is not None]
+
+    def state(self):
+        f = self.srv.sim.flat
+        return (
+            asdict(self.srv.stats),
+            list(f.mad_in),
+            list(f.mad_out),
+            [(p.counters.raw, p.counters.details) for p in self.ports()],
+        )
+
+    def close(self):
+        self.srv.close()
+        self.peer.close()
+
+
+def _pump(srv, python, cl):
+    from fabriclab.sim.wire import native
+
+    native.pump(srv.dispatch.native, srv.transport, python, srv.dispatch.routed, cl)
+
+
+@pytest.fixture
+def pair(monkeypatch):
+    made = []
+
+    def make(desc: str = W1, routed: bool = False):
+        n = Side("native", monkeypatch, desc, routed)
+        p = Side("python", monkeypatch, desc, routed)
+        made.extend((n, p))
+        return n, p
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def same(n: Side, p: Side, raw: bytes) -> list[bytes]:
+    """Send ``raw`` to both; the answers and the state after must be the same."""
+    a, b = n.ask(raw), p.ask(raw)
+    assert a == b
+    assert n.state() == p.state()
+    return a
+
+
+def dr(attr: int, path: list[int], mod: int = 0, method: int = 1, data: bytes = b"") -> bytes:
+    return simwire.request(0xFFFF, 0, dr_smp(attr, path, mod=mod, method=method, data=data))
+
+
+def lid(attr: int, dlid: int, mod: int = 0) -> bytes:
+    return simwire.request(dlid, 0, lid_mad(0x01, attr, mod=mod))
+
+
+def mods(attr: int) -> list[int]:
+    if attr == Attr.PORT_INFO:
+        return [0, 1, 2, 5, 40, 64, 65, 255]
+    if attr == Attr.LINEAR_FDB:
+        return [0, 1, 2, 767, 768, 0xFFFFFFFF]
+    if attr == Attr.PKEY_TABLE:
+        return [0, 1, 1 << 16, 5 << 16, 5 << 16 | 1, 65 << 16, 0xFFFF]
+    return [0]
+
+
+def test_directed_gets_are_answered_natively_and_alike(pair):
+    n, p = pair()
+    paths = [[], [1], [1, 1], [1, 5], [1, 9], [1, 9, 1], [1, 9, 2, 5], [1, 12, 1, 2]]
+    for path in paths:
+        for attr in GETS:
+            for mod in mods(attr):
+                same(n, p, dr(attr, path, mod))
+    # every PortInfo, NodeInfo, SwitchInfo is cached after its first read: asked again,
+    # the native core answers every one of them itself
+    before = n.python_calls
+    for path in paths:
+        for attr in (Attr.NODE_INFO, Attr.NODE_DESC, Attr.PORT_INFO, Attr.PKEY_TABLE):
+            same(n, p, dr(attr, path, 1 if attr == Attr.PORT_INFO else 0))
+    for path in ([1], [1, 9], [1, 12, 1]):  # the switches'
+        for attr in (Attr.SWITCH_INFO, Attr.LINEAR_FDB):
+            same(n, p, dr(attr, path))
+    assert n.python_calls == before
+    assert n.srv.stats.answered > 100
+
+
+def test_bad_directed_routes_go_to_python_alike(pair):
+    n, p = pair()
+    for path in ([2], [1, 0], [1, 99], [1, 5, 2], [1, 33], [1, 9, 1, 9, 1, 9] * 10, [1] * 64):
+        same(n, p, dr(Attr.NODE_INFO, path))
+    # a link down: counted discards, the same on both
+    for s in (n, p):
+        leaf = s.srv.sim.node_of(LAB.fabric.find(LEAF))
+        port = leaf.ports[9]
+        if port is not None:
+            port.phys = PhysState.POLLING
+            port.changed()
+        s.srv.router.forget()
+    for path in ([1, 9], [1, 9, 1], [1, 10, 1], [1, 5]):
+        same(n, p, dr(Attr.PORT_INFO, path))
+
+
+def test_lid_routed_gets_alike(pair):
+    n, p = pair(routed=True)
+    lids = sorted({q.lid for q in n.ports() if q.is_endport and q.lid})
+    for dlid in [*lids, 0xFFFF, 0, 7, 0xBFFF]:
+        for attr in GETS:
+            for mod in mods(attr)[:3]:
+                same(n, p, lid(attr, dlid, mod))
+    before = n.python_calls
+    for dlid in lids:
+        same(n, p, lid(Attr.NODE_DESC, dlid))
+    assert n.python_calls == before
+
+
+def test_lft_holes_and_sets_in_between(pair):
+    n, p = pair(routed=True)
+    lids = sorted({q.lid for q in n.ports() if q.is_endport and q.lid})
+    for s in (n, p):  # a hole in every switch's table: the LIDs of block 1 unrouted
+        for node in s.srv.sim.nodes:
+            if node.sw is not None and len(node.sw.lft) > 64:
+                node.sw.write_lft_block(1, b"\xff" * 64)
+        s.srv.router.forget()
+    for dlid in lids:
+        same(n, p, lid(Attr.NODE_INFO, dlid))
+        same(n, p, lid(Attr.LINEAR_FDB, dlid, 1))
+    # a Set (the Python path) between Gets: PortInfo's LID moves, LFT blocks are written
+    pi = bytearray(n.srv.sim.node_of(LAB.fabric.find(LEAF)).ports[0].port_info())
+    same(n, p, dr(Attr.PORT_INFO, [1], 0, Method.SET, PORT_INFO.splice(bytes(pi), "Lid", 777)))
+    same(n, p, dr(Attr.LINEAR_FDB, [1], 12, Method.SET, bytes(range(64))))
+    for attr in GETS:
+        same(n, p, dr(attr, [1], 12 if attr == Attr.LINEAR_FDB else 0))
+    for dlid in [777, *lids]:
+        same(n, p, lid(Attr.PORT_INFO, dlid))
+
+
+def test_a_port_that_drops_leaves_every_mad_to_python(pair):
+    n, p = pair()
+    for s in (n, p):
+        s.srv.dispatch.drops[s.cl.port] = lambda attr: attr == Attr.NODE_INFO
+    before = n.python_calls
+    same(n, p, dr(Attr.NODE_DESC, []))
+    same(n, p, dr(Attr.NODE_INFO, []))
+    assert n.python_calls == before + 2
+
+
+def _valid_requests() -> list[bytes]:
+    out = []
+    for attr in GETS:
+        out.append(dr(attr, [1, 9, 1], 1))
+        out.append(lid(attr, 100, 1))
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    base=st.sampled_from(_valid_requests()),
+    edits=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 255)), max_size=6),
+    cut=st.integers(0, 300),
+)
+def test_mutated_and_garbage_datagrams_alike(monkeypatch_session, base, edits, cut):
+    n, p = monkeypatch_session
+    raw = bytearray(base)
+    for at, v in edits:
+        if at < len(raw):
+            raw[at] = v
+    if cut < 280:  # some datagrams cut short or made longer
+        raw = raw[:cut] if cut % 2 else raw + bytes(cut)
+    same(n, p, bytes(raw))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_session():
+    mp = pytest.MonkeyPatch()
+    n = Side("native", mp, routed=True)
+    p = Side("python", mp, routed=True)
+    yield n, p
+    n.close()
+    p.close()
+    mp.undo()
+
+
+def test_random_walks_alike(pair):
+    n, p = pair(routed=True)
+    rng = random.Random(22)
+    for _ in range(400):
+        path = [1] + [
+            rng.choice([0, 1, 2, 5, 9, 10, 12, 13, 33, 65, 200]) for _ in range(rng.randrange(4))
+        ]
+        attr = rng.choice(GETS)
+        same(n, p, dr(attr, path, rng.choice(mods(attr))))
+
+
+def test_odd_lids_and_lmcs_alike(pair):
+    """LIDs and LMCs Python may hold that no SM would set: the core hands them back."""
+    n, p = pair(routed=True)
+    lids = sorted({q.lid for q in n.ports() if q.is_endport and q.lid})
+    for lid_, lmc in ((100, 7), (104, 63), (-5, 0), (1 << 40, 2), (100, -1)):
+        for s in (n, p):
+            for q in s.ports():
+                if q.is_endport and q.lid == lids[1]:
+                    q.lid, q.lmc = lid_, lmc
+            s.cl.port.lmc = lmc if lmc >= 0 else 0
+            s.srv.router.forget()
+        for dlid in [*lids[:4], 100, 101, 104, 167]:
+            same(n, p, lid(Attr.NODE_INFO, dlid))
+            same(n, p, dr(Attr.PORT_INFO, [1], 5))
+        for s in (n, p):
+            for q in s.ports():
+                if q.is_endport and q.lid == lid_:
+                    q.lid, q.lmc = lids[1], 0
+
+
+@pytest.mark.parametrize(
+    "value, debug, core",
+    [
+        (None, False, "native"),
+        ("native", False, "native"),
+        ("python", False, "python"),
+        (" Python ", False, "python"),
+        ("fast", False, "native"),
+        ("native", True, "python"),  # -vv traces every MAD: the Python path's
+    ],
+)
+def test_the_switch(monkeypatch, value, debug, core):
+    if value is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, value)
+    sim_log = logging.getLogger("fabriclab.sim")
+    level = sim_log.level
+    sim_log.setLevel(logging.DEBUG if debug else logging.WARNING)  # (clears its cache)
+    try:
+        srv = FabricServer(LAB.fabric, "unused")
+        assert srv.mad_core == core
+        assert (srv.dispatch.native is not None) == (core == "native")
+        assert (srv.transport.pump is not None) == (core == "native")
+        srv.close()
+    finally:
+        sim_log.setLevel(level)
+
+
+def test_a_switchs_nodeinfo_cached_through_every_port_is_as_encoded():
+    """The first NodeInfo read of a switch fills every port's (LocalPortNum patched), for
+    the core to answer: each as if encoded through that port first."""
+    from fabriclab.sim.fabric.state import SimFabric
+
+    sim = SimFabric(LAB.fabric)
+    leaf = sim.node_of(LAB.fabric.find(LEAF))
+    leaf.node_info(3)
+    for p in leaf.ports:
+        if p is not None:
+            fresh = SimFabric(LAB.fabric).node_of(LAB.fabric.find(LEAF))
+            assert leaf.node_info(p.num) == fresh.node_info(p.num)
+            assert leaf.flat.ni_valid[p._r]
+
+
+def test_a_failure_inside_costs_one_mad_alike(pair):
+    """Processing that raises (here the statistics broken on purpose) is a timeout for
+    the tool and a malformed MAD counted, on both paths; the server goes on."""
+    n, p = pair()
+    for s in (n, p):
+        s.srv.stats.classes = []  # type: ignore[assignment]
+    same(n, p, dr(Attr.NODE_DESC, [1]))
+    assert n.srv.stats.malformed == 1 and n.srv.stats.timed_out == 1
+    for s in (n, p):
+        s.srv.stats.classes = {}
+    same(n, p, dr(Attr.NODE_DESC, [1]))
+    assert n.srv.stats.answered == 1
