@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from .state import SimFabric, SimNode, SimPort
+from ...ib.enums import PhysState
+from .state import SimFabric, SimNode
 
 NO_PATH = 0xFF
 
@@ -43,55 +44,74 @@ def _net_order(guid: int) -> int:
     return int.from_bytes(guid.to_bytes(8, "big"), "little")
 
 
-def _linked(p) -> bool:
-    q = p.peer
-    return q is not None and p.up and q.up
+class _Ports:
+    """Every port as a row of the fabric's flat state (:mod:`.flat`), as arrays: its
+    node, number, peer row, and whether its link carries data (both ends LinkUp)."""
+
+    def __init__(self, sim: SimFabric):
+        flat = sim.nodes[0].flat
+        self.node = np.frombuffer(flat.node, dtype=np.int32).astype(np.int64)
+        self.num = np.frombuffer(flat.num, dtype=np.uint16).astype(np.int64)
+        self.peer = np.frombuffer(flat.peer, dtype=np.int32).astype(np.int64)
+        self.lid = np.frombuffer(flat.lid, dtype=np.int64)
+        self.lmc = np.frombuffer(flat.lmc, dtype=np.int64)
+        present = np.frombuffer(flat.present, dtype=np.uint8).astype(bool)
+        up = np.frombuffer(flat.phys, dtype=np.uint8) == PhysState.LINKUP
+        peer = np.maximum(self.peer, 0)
+        self.linked = present & (self.peer >= 0) & up & up[peer]
+        self.switch_node = np.frombuffer(flat.is_switch, dtype=np.uint8).astype(bool)
+        self.is_switch = self.switch_node[self.node]
+        self.peer_switch = self.is_switch[peer] & (self.peer >= 0)
 
 
-def destinations(sim: SimFabric) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def destinations(
+    sim: SimFabric, ports: _Ports | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every LID to route, in OpenSM's port order: (lid, the switch row it is reached
     through, the port it leaves that switch by, whether it is counted)."""
+    ports = ports or _Ports(sim)
     switches = [n for n in sim.nodes if n.is_switch]
-    row = {n.index: r for r, n in enumerate(switches)}
-    load = []
-    for n in switches:
-        cas: list[SimPort] = []
-        for p in n.ports[1:]:
-            if p is not None and p.peer is not None and _linked(p) and not p.peer.node.is_switch:
-                cas.append(p.peer)
-        load.append((-len(cas), _net_order(n.fabric_node.guid), n, cas))
-    load.sort(key=lambda t: (t[0], t[1]))
-    lids: list[int] = []
-    target: list[int] = []
-    exit_port: list[int] = []
-    counted: list[bool] = []
-    seen: set[int] = set()
-    for _, _, n, cas in load:
-        r = row[n.index]
-        for q in cas:
-            if q.lid == 0 or id(q) in seen:
-                continue
-            seen.add(id(q))
-            lids.extend(range(q.lid, q.lid + (1 << q.lmc)))
-            k = 1 << q.lmc
-            target.extend([r] * k)
-            exit_port.extend([q.peer.num] * k)  # type: ignore[union-attr]
-            counted.extend([True] * k)
-    rest = sorted(((_net_order(n.fabric_node.port_guid), n) for n in switches), key=lambda t: t[0])
-    for _, n in rest:
+    row = np.full(len(sim.nodes), -1, dtype=np.int64)
+    row[[n.index for n in switches]] = np.arange(len(switches))
+    # switch ports towards a CA, in row order (a node's rows are its ports in order)
+    to_ca = np.flatnonzero(ports.is_switch & (ports.num > 0) & ports.linked & ~ports.peer_switch)
+    n_cas = np.bincount(row[ports.node[to_ca]], minlength=len(switches))
+    rank = np.empty(len(switches), dtype=np.int64)
+    by_load = sorted(
+        range(len(switches)),
+        key=lambda r: (-int(n_cas[r]), _net_order(switches[r].fabric_node.guid)),
+    )
+    rank[by_load] = np.arange(len(switches))
+    sw_of = row[ports.node[to_ca]]
+    to_ca = to_ca[np.argsort(rank[sw_of], kind="stable")]
+    ca = ports.peer[to_ca]
+    _, first = np.unique(ca, return_index=True)  # a CA port once, where first met
+    keep = np.zeros(len(ca), dtype=bool)
+    keep[first] = True
+    keep &= ports.lid[ca] != 0
+    to_ca, ca = to_ca[keep], ca[keep]
+    k = np.left_shift(1, ports.lmc[ca])
+    base = np.repeat(ports.lid[ca], k)
+    within = np.arange(len(base)) - np.repeat(np.cumsum(k) - k, k)
+    lids = [base + within]
+    target = [np.repeat(row[ports.node[to_ca]], k)]
+    exit_port = [np.repeat(ports.num[to_ca], k)]
+    counted = [np.ones(len(base), dtype=bool)]
+    rest = sorted(switches, key=lambda n: _net_order(n.fabric_node.port_guid))
+    for n in rest:
         p0 = n.ports[0]
         if p0 is None or p0.lid == 0:
             continue
-        k = 1 << p0.lmc
-        lids.extend(range(p0.lid, p0.lid + k))
-        target.extend([row[n.index]] * k)
-        exit_port.extend([0] * k)
-        counted.extend([False] * k)
+        m = 1 << p0.lmc
+        lids.append(np.arange(p0.lid, p0.lid + m))
+        target.append(np.full(m, row[n.index]))
+        exit_port.append(np.zeros(m, dtype=np.int64))
+        counted.append(np.zeros(m, dtype=bool))
     return (
-        np.array(lids, dtype=np.int64),
-        np.array(target, dtype=np.int64),
-        np.array(exit_port, dtype=np.int64),
-        np.array(counted, dtype=bool),
+        np.concatenate(lids).astype(np.int64),
+        np.concatenate(target).astype(np.int64),
+        np.concatenate(exit_port).astype(np.int64),
+        np.concatenate(counted),
     )
 
 
@@ -102,19 +122,17 @@ def lfts(sim: SimFabric) -> dict[int, tuple[bytearray, int]]:
     nsw = len(switches)
     if nsw == 0:
         return {}
-    row = {n.index: r for r, n in enumerate(switches)}
-    # the links between switches that carry data: (switch row, port, neighbour row)
-    a, a_port, b = [], [], []
-    for n in switches:
-        r = row[n.index]
-        for p in n.ports[1:]:
-            if p is not None and p.peer is not None and p.peer.node.is_switch and _linked(p):
-                a.append(r)
-                a_port.append(p.num)
-                b.append(row[p.peer.node.index])
-    a_arr, port_arr, b_arr = (np.array(x, dtype=np.int64) for x in (a, a_port, b))
+    ports = _Ports(sim)
+    row = np.full(len(sim.nodes), -1, dtype=np.int64)
+    row[[n.index for n in switches]] = np.arange(nsw)
+    # the links between switches that carry data: (switch row, port, neighbour row), in
+    # switch then port order (a node's rows are its ports in order)
+    isl = np.flatnonzero(ports.is_switch & (ports.num > 0) & ports.linked & ports.peer_switch)
+    a_arr = row[ports.node[isl]]
+    port_arr = ports.num[isl]
+    b_arr = row[ports.node[ports.peer[isl]]]
     hops = _hops(a_arr, b_arr, nsw)
-    lid, tgt, ext, cnt = destinations(sim)
+    lid, tgt, ext, cnt = destinations(sim, ports)
     top = int(lid.max()) if len(lid) else 0
     size = (top // 64 + 1) * 64
     # runs of LIDs with the same target switch, and each LID's place in its run
