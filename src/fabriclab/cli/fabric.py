@@ -141,6 +141,13 @@ def up(
     cold: bool = typer.Option(
         False, "--cold", help="Power on with no LIDs (0) until an SM assigns them."
     ),
+    routed: bool = typer.Option(
+        False,
+        "--routed",
+        help="Come up as if a subnet manager had run: LIDs of the LID plan, ports ACTIVE, "
+        "forwarding tables from OpenSM-like min-hop routing, SMInfo answered (at --sm-at, "
+        "default the first tray) until a real SM attaches.",
+    ),
     swap: list[str] | None = typer.Option(
         None, "--swap", metavar="PORT,PORT", help="Serve these two cables' far ends swapped."
     ),
@@ -195,6 +202,7 @@ def up(
             verbose=verbose,
             detach=detach,
             cold=cold,
+            routed=routed,
             swaps=swap or [],
             virtual_clock=virtual_clock,
             resume=resume,

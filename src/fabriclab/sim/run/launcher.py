@@ -9,7 +9,6 @@ import contextlib
 import functools
 import logging
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,10 +25,9 @@ from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
 from ..wire import admission, native, record
-from ..wire.hostlink import HostLink, trees_dir
-from ..wire.hosttcp import HostTcp, make_token, parse_allow, parse_host_listen, token_path
+from ..wire.hosttcp import parse_allow, parse_host_listen, token_path
 from ..wire.server import FabricServer
-from . import apirecord, detach, progress
+from . import apirecord, detach, progress, ways
 from .admin import AdminServer, admin_path
 from .opensm import SmLog, SmOptions, sm_gone, start_sm, stop_sm, subnet_up
 from .records import Instance, NotRunning, check_name, check_name_free, stop
@@ -62,6 +60,7 @@ class UpRequest:
     swaps: list[str] = field(default_factory=list)  # "A,B": cables miswired on purpose
     virtual_clock: bool = False  # time moves only by 'fabriclab clock advance'
     resume: bool = False  # bring faults, traffic and counters back from the journal
+    routed: bool = False  # up as if an SM had run: LIDs, routes, ports ACTIVE, SMInfo
 
     @property
     def with_sm(self) -> bool:
@@ -85,6 +84,7 @@ class UpRequest:
         ]
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
         argv += ["--cold"] if self.cold else []
+        argv += ["--routed"] if self.routed else []
         argv += [a for s in self.swaps for a in ("--swap", s)]
         argv += (["--virtual-clock"] if self.virtual_clock else []) + (
             ["--resume"] if self.resume else []
@@ -96,7 +96,11 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
     """Serve the fabric of ``req.spec``: detached (back once it is up, and with OpenSM
     once the subnet is up), or in the foreground until SIGTERM or SIGINT."""
     check_name(req.name)
-    addr = parse_listen(req.listen)
+    if req.routed and req.cold:
+        raise InputError(
+            [Problem("--routed", "not with --cold: a routed fabric has its LIDs assigned")]
+        )
+    addr = ways.parse_listen(req.listen)
     if req.host_listen is not None:
         if addr is not None:
             raise InputError(
@@ -141,13 +145,17 @@ def _up(
         miswire.swap(cluster, a, b)
     check_name_free(req.name, local=addr is None)
     req.sm_options = req.sm_options.checked(req.with_sm)  # its files, before anything starts
-    if req.with_sm:
+    if req.with_sm or (req.routed and req.sm_at):
         where = req.sm_at or (cluster.trays[0].host if cluster.trays else "")
         port, problem = cluster.locate(where, switches=True)
         if port is None:
             raise InputError(
                 [Problem("--sm-at", problem or "the fabric has no tray to run OpenSM on")]
             )
+    if req.routed and cluster.cold_start:
+        raise InputError(
+            [Problem("--routed", "the spec powers on cold (lids.power_on: cold): no LIDs to keep")]
+        )
     log_file = state_dir(create=True) / f"{req.name}.log"
     networks = policy.networks
     if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
@@ -177,7 +185,7 @@ def _up_detached(
             rec = Instance.load(req.name)
             if rec.host_listen:
                 say(
-                    f"host library over TCP at {host_port(rec.host_listen)}, "
+                    f"host library over TCP at {ways.host_port(rec.host_listen)}, "
                     f"its token in {rec.host_token}"
                 )
         if req.api is not None:
@@ -262,13 +270,17 @@ def _serve(
                 )
             ]
         ) from None
+    if req.routed:  # as a subnet manager at --sm-at (default: the first tray) leaves it
+        sm_port, _ = cluster.locate(req.sm_at, switches=True) if req.sm_at else (start, None)
+        if sm_port is not None:
+            srv.routed(srv.sim.port_of(sm_port))
     live, admin = _go_live(req, cluster, srv, record.from_env(srv, os.environ))
     link = None
     tcp = None
     if addr is None:  # the host library is for tools on this machine (or, told, over TCP)
-        link = _host_link(cluster, srv, name)
+        link = ways.host_link(cluster, srv, name)
         if req.host_listen is not None:
-            tcp = _host_tcp(link, req)
+            tcp = ways.host_tcp(link, req.host_listen, req.allow, name)
     inst = Instance(
         name,
         os.getpid(),
@@ -283,7 +295,7 @@ def _serve(
     if tcp is not None:
         inst.host_listen = list(tcp.addr)
         inst.host_token = str(token_path(state_dir(), name))
-        say(f"host library over TCP at {host_port(tcp.addr)}, its token in {inst.host_token}")
+        say(f"host library over TCP at {ways.host_port(tcp.addr)}, its token in {inst.host_token}")
     sm_proc = None
     if req.with_sm:
         sm_proc = start_sm(
@@ -387,64 +399,3 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer, recorder=None)
     admin.bind()
     srv.transport.on_wake = live.wake
     return live, admin
-
-
-def _host_link(cluster: Cluster, srv: FabricServer, name: str) -> HostLink:
-    """The host library's socket on ``srv`` (``<state>/<name>.host``), served in its loop."""
-    link = HostLink(srv.transport, srv.sim, cluster, trees_dir(state_dir(), name), srv.set_issm)
-    try:
-        link.bind()
-    except OSError as e:
-        raise InputError(
-            [Problem(str(link.path), f"cannot serve the host library: {e.strerror}")]
-        ) from None
-    return link
-
-
-def _host_tcp(link: HostLink, req: UpRequest) -> HostTcp:
-    """The host protocol over TCP at ``up --host-listen``, with a fresh token kept 0600
-    in the state directory."""
-    assert req.host_listen is not None
-    addr = parse_host_listen(req.host_listen)
-    token = make_token(token_path(state_dir(), req.name))
-    tcp = HostTcp(link, req.name, addr, parse_allow([req.allow] if req.allow else None), token)
-    try:
-        tcp.bind()
-    except OSError as e:
-        raise InputError(
-            [Problem(f"--host-listen {req.host_listen}", f"cannot listen: {e.strerror}")]
-        ) from None
-    return tcp
-
-
-def host_port(addr) -> str:
-    """(host, port) as HOST:PORT ([HOST]:PORT for IPv6)."""
-    host, port = addr[0], addr[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def parse_listen(text: str | None) -> tuple[str, int] | None:
-    """``[HOST:]PORT`` for remote (UDP) mode."""
-    if text is None:
-        return None
-    host, _, port = text.rpartition(":")
-    try:
-        p = int(port)
-        if not 0 < p < 65536 - 64:
-            raise ValueError
-    except ValueError:
-        raise InputError(
-            [
-                Problem(
-                    "--listen",
-                    f"{text!r}: want [HOST:]PORT with a port below 65472 (client i uses PORT+1+i)",
-                )
-            ]
-        ) from None
-    host = host or "127.0.0.1"
-    try:
-        return (socket.gethostbyname(host), p)  # the server listens on IPv4
-    except (OSError, UnicodeError):
-        raise InputError(
-            [Problem("--listen", f"{host!r}: not an IPv4 address or a name this host resolves")]
-        ) from None

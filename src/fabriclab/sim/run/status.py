@@ -4,9 +4,9 @@ state and the API beside it."""
 from __future__ import annotations
 
 from . import apirecord
-from .launcher import host_port
 from .opensm import subnet_up
 from .records import running as running_records
+from .ways import host_port
 
 
 def status() -> list[tuple[str, str, str, str, str, str]]:

@@ -25,10 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ...ib.ids import PERMISSIVE_LID
-from ...ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method, MgmtClass
+from ...ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Attr, Method, MgmtClass
 from ...ib.mad.view import requester
 from ...ib.simwire import REQUEST_MAD, REQUEST_SIZE, SIM_STATUS_TIMEOUT, RequestView
 from ..fabric.pma import Pma
+from ..fabric.routed import SmStandIn
 from ..fabric.router import Router, dr_in, retrace
 from ..fabric.sma import Sma
 from ..fabric.state import SimPort
@@ -41,6 +42,7 @@ log = logging.getLogger("fabriclab.sim")
 
 _SMI, _SMI_DR, _PERF = int(MgmtClass.SMI), int(MgmtClass.SMI_DIRECT), int(MgmtClass.PERF)
 _GET, _SET, _TRAP_REPRESS = int(Method.GET), int(Method.SET), int(Method.TRAP_REPRESS)
+_SM_INFO = int(Attr.SM_INFO)
 _MAX_HOPS = 63  # a directed route's HopCount is at most 63 (14.2.1.2)
 _METHOD_AT = REQUEST_MAD + 3  # the MAD header's Method (13.4.2) ...
 _ATTR_AT = REQUEST_MAD + 16  # ... AttributeID and AttributeModifier
@@ -74,6 +76,7 @@ class Dispatch:
         # ports that lose the MADs they are asked to answer (faults: a drop rate, a switch
         # or tray down): port -> drop(attribute id) -> whether this one is lost
         self.drops: dict[SimPort, Callable[[int], bool]] = {}
+        self.standin: SmStandIn | None = None  # answers SMInfo until a real SM attaches
         # the native MAD core (:mod:`.native`), or None: the Python path serves alone
         self.native: Any = None
 
@@ -211,9 +214,17 @@ class Dispatch:
             handler = self._pma.get(attr)
             area = self.gmp_data
         else:
-            handler = None
+            handler, area = None, self.gmp_data
         if handler is None:
-            return self._forward_request(cl, dest, mclass, method, attr, dqp)
+            standin = self.standin
+            if (
+                standin is None
+                or attr != _SM_INFO
+                or area is self.gmp_data
+                or not standin.answers(dest)
+            ):
+                return self._forward_request(cl, dest, mclass, method, attr, dqp)
+            handler = standin.sm_info  # the master SM of a --routed fabric, standing in
         drops = self.drops
         if drops and dest in drops and drops[dest](attr):
             # the port loses it (a fault): the sender sees a timeout, as ibsim's Error

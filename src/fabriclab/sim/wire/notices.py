@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...ib import simwire
 from ...ib.mad.consts import Method, MgmtClass
+from ..fabric.routed import SmStandIn
 from ..fabric.state import SimPort
 from ..fabric.traps import Traps
 from .agents import receiver
@@ -23,6 +24,7 @@ class SmClients:
         self.transport = transport
         self.traps = traps
         self.stats = stats
+        self.standin: SmStandIn | None = None  # a --routed fabric's SM until a real one
         traps.sms = self
 
     def sm_at(self, port: SimPort) -> Client | None:
@@ -45,6 +47,8 @@ class SmClients:
         port's IsSM follows while any subnet manager is attached there."""
         cl.issm = on
         port = cl.port
+        if on and self.standin is not None and self.standin.leave(port):
+            self.traps.sm_attached(self.standin.port, False)  # the real SM takes over
         if not on and any(c.issm and c.port is port for c in self.transport.clients.values()):
             return
         self.traps.sm_attached(port, on)

@@ -21,11 +21,12 @@ from functools import partial
 
 from ...ib import simwire
 from ...model.fabric import Fabric
+from ..fabric import routed
 from ..fabric.links import Links
 from ..fabric.pma import Pma
 from ..fabric.router import Router
 from ..fabric.sma import Sma
-from ..fabric.state import SimFabric
+from ..fabric.state import SimFabric, SimPort
 from ..fabric.traps import Traps
 from . import native
 from .admission import Policy
@@ -125,6 +126,15 @@ class FabricServer:
     def set_issm(self, cl: Client, on: bool) -> None:
         """Client ``cl`` is now the subnet manager at its port, or no longer."""
         self.sms.set_issm(cl, on)
+
+    def routed(self, sm_port: SimPort) -> None:
+        """The fabric as a subnet manager at ``sm_port`` leaves it (``up --routed``,
+        :mod:`..fabric.routed`), with a stand-in answering SMInfo there until a real
+        subnet manager attaches."""
+        routed.configure(self.sim, sm_port)
+        standin = routed.SmStandIn(sm_port)
+        self.dispatch.standin = self.sms.standin = standin
+        self.router.forget(links=True)
 
     @property
     def clients(self) -> dict[int, Client]:
