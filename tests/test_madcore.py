@@ -354,7 +354,8 @@ def test_encoded_ahead_the_first_reads_are_answered_natively(pair):
     f = n.srv.sim.flat
     rows = [p._r for p in n.ports()]
     assert not any(f.pi_valid[r] for r in rows)
-    assert n.srv.sim.encode_ahead() == len(rows)
+    steps = list(n.srv.sim.encode_ahead(step=10))
+    assert steps[-1] == len(rows) and len(steps) > len(rows) // 80  # a step at a time
     assert all(f.pi_valid[r] and f.ni_valid[r] for r in rows)
     to_python = {n: 0, fresh: 0}  # Gets the native core routed for Python to answer
     for side in to_python:
@@ -374,3 +375,16 @@ def test_encoded_ahead_the_first_reads_are_answered_natively(pair):
     assert to_python[fresh] >= len(paths)  # the fresh one's first reads Python encoded
     assert n.srv.stats == fresh.srv.stats
     assert sum(f.pi_valid) == len(rows)
+
+
+def test_the_server_encodes_ahead_while_idle(monkeypatch):
+    """Serving, the server encodes every port ahead in the loop's idle time, a step at
+    a time, and goes on to wait for MADs (no busy loop) once done."""
+    from helpers import served, wait_for
+
+    monkeypatch.setenv(ENV, "native")
+    with served(LAB) as srv:
+        f = srv.sim.flat
+        rows = [p._r for n in srv.sim.nodes for p in n.ports if p is not None]
+        wait_for(lambda: all(f.pi_valid[r] and f.ni_valid[r] for r in rows), 10, "encoded")
+        wait_for(lambda: srv.transport.idle is None, 10, "idle work done")

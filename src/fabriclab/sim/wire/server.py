@@ -102,8 +102,9 @@ class FabricServer:
     def serve_forever(self, ready=None) -> None:
         """Serve until :meth:`stop` (binding first if need be); ``ready`` is called once
         serving."""
-        if self.mad_core == "native":
-            self.sim.encode_ahead()
+        if self.mad_core == "native":  # while the loop has nothing else to do
+            ahead = self.sim.encode_ahead()
+            self.transport.idle = lambda: next(ahead, None) is not None
         self.transport.serve_forever(ready)
 
     def stop(self, *_args) -> None:
