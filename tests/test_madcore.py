@@ -387,4 +387,4 @@ def test_the_server_encodes_ahead_while_idle(monkeypatch):
         f = srv.sim.flat
         rows = [p._r for n in srv.sim.nodes for p in n.ports if p is not None]
         wait_for(lambda: all(f.pi_valid[r] and f.ni_valid[r] for r in rows), 10, "encoded")
-        wait_for(lambda: srv.transport.idle is None, 10, "idle work done")
+        wait_for(lambda: srv.transport.spare_time is None, 10, "idle work done")

@@ -104,7 +104,7 @@ class FabricServer:
         serving."""
         if self.mad_core == "native":  # while the loop has nothing else to do
             ahead = self.sim.encode_ahead()
-            self.transport.idle = lambda: next(ahead, None) is not None
+            self.transport.spare_time = lambda: next(ahead, None) is not None
         self.transport.serve_forever(ready)
 
     def stop(self, *_args) -> None:

@@ -130,7 +130,7 @@ class Transport:
         # client's waiting datagrams on a plain socket (:func:`.native.pump`)
         self.pump: Callable[[Client], None] | None = None
         # work for the loop when nothing is waiting, a step per call (False: all done)
-        self.idle: Callable[[], bool] | None = None
+        self.spare_time: Callable[[], bool] | None = None
         self.on_detach: Callable[[Client], None] = _ignore
         self.on_tick: list = []  # called every couple of seconds from the loop
         # called after every wake-up of the loop: seconds until it wants to be called again
@@ -266,11 +266,11 @@ class Transport:
         wait = _SWEEP_INTERVAL
         while self._running:
             try:
-                events = poll(wait if self.idle is None else 0.0)
+                events = poll(wait if self.spare_time is None else 0.0)
             except InterruptedError:
                 continue
-            if not events and self.idle is not None and not self.idle():
-                self.idle = None
+            if not events and self.spare_time is not None and not self.spare_time():
+                self.spare_time = None
             for fd, _ in events:
                 cl = fds.get(fd, _NONE)
                 if cl is None:
