@@ -388,3 +388,23 @@ def test_the_server_encodes_ahead_while_idle(monkeypatch):
         rows = [p._r for n in srv.sim.nodes for p in n.ports if p is not None]
         wait_for(lambda: all(f.pi_valid[r] and f.ni_valid[r] for r in rows), 10, "encoded")
         wait_for(lambda: srv.transport.spare_time is None, 10, "idle work done")
+
+
+def test_work_in_spare_time_that_fails_costs_that_work_not_the_fabric(monkeypatch, caplog):
+    from helpers import served, wait_for
+    from simclient import SimClient
+
+    monkeypatch.setenv(ENV, "native")
+    with served(LAB) as srv:
+        wait_for(lambda: srv.transport.spare_time is None, 10, "encoded ahead")
+
+        def broken() -> bool:
+            raise RuntimeError("a bug")
+
+        srv.transport.spare_time = broken
+        wait_for(lambda: srv.transport.spare_time is None, 10, "the failed work dropped")
+        with SimClient(srv.name, "sched-worker1") as c:  # the loop still serves
+            c.data.settimeout(10)
+            status, reply = c.request(dr_smp(Attr.NODE_INFO, [1]))
+            assert status == 0 and reply[3] == 0x81  # answered: GetResp
+    assert "spare time failed" in caplog.text

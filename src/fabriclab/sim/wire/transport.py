@@ -269,8 +269,13 @@ class Transport:
                 events = poll(wait if self.spare_time is None else 0.0)
             except InterruptedError:
                 continue
-            if not events and self.spare_time is not None and not self.spare_time():
-                self.spare_time = None
+            if not events and self.spare_time is not None:
+                try:
+                    if not self.spare_time():
+                        self.spare_time = None
+                except Exception:  # a bug there must cost that work, not the fabric
+                    log.exception("work in the loop's spare time failed; left undone")
+                    self.spare_time = None
             for fd, _ in events:
                 cl = fds.get(fd, _NONE)
                 if cl is None:
