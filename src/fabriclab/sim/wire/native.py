@@ -86,10 +86,8 @@ def pump(
     pump, fd, row, cid = core.pump, cl.sock.fileno(), cl.port._r, cl.id
     for _ in range(MADS_PER_WAKEUP):
         try:
-            n = pump(fd, row, cid)
-            if n == -3:  # answered and sent
-                continue
-            if n == -1:  # nothing waiting
+            n = pump(fd, row, cid, MADS_PER_WAKEUP)
+            if n == -1 or n == -3:  # nothing left waiting; or a wake-up's worth answered
                 return
             if n == -2:  # answered, not sent: sent again with the error handling
                 transport.send(cl, memoryview(transport.buf)[:REQUEST_SIZE])

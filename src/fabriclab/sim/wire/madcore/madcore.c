@@ -184,29 +184,37 @@ static PyObject *Core_answer(Core *c, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(r == 2 ? c->routed : r == 1 ? -2 : -1);
 }
 
-/* One datagram from the socket ``fd`` of the client ``cid`` at row ``src``: -1 none
- * waiting, -2 answered but not sent (Python sends it), -3 answered and sent, -4 the
- * receive failed (Python receives, and sees why), -16 - row: routed to row for
- * Python's SMA (answer() 2), n >= 0 a datagram for Python. */
+/* The waiting datagrams of the client ``cid`` at row ``src`` on socket ``fd``, up to
+ * ``max`` answered and sent here (an epoll wake-up's worth, without a call from Python
+ * for each): -1 none left waiting, -3 ``max`` answered and sent (more may wait), -2 one
+ * answered but not sent (Python sends it), -4 the receive failed (Python receives, and
+ * sees why), -16 - row: one routed to row for Python's SMA (answer() 2), n >= 0 one
+ * datagram for Python.  Each code but -1 and -3 leaves the datagram in the buffer. */
 static PyObject *Core_pump(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    long a[3];
-    if (args_row(args, nargs, 3, a) < 0)
+    long a[4];
+    if (args_row(args, nargs, 4, a) < 0)
         return NULL;
-    ssize_t n = recv((int)a[0], c->buf, (size_t)c->buflen, MSG_DONTWAIT);
-    if (n < 0)
-        return PyLong_FromLong((errno == EAGAIN || errno == EWOULDBLOCK) ? -1 : -4);
-    if (a[1] < 0 || a[1] > INT32_MAX || a[2] < 0 || a[2] > UINT32_MAX)
-        return PyLong_FromSsize_t(n);
-    int r = answer(c, (int32_t)a[1], (uint32_t)a[2], n);
-    if (r < 0)
+    if (a[3] < 1 || a[3] > 1024) {
+        PyErr_SetString(PyExc_ValueError, "max must be 1 to 1024");
         return NULL;
-    if (r == 0)
-        return PyLong_FromSsize_t(n);
-    if (r == 2)
-        return PyLong_FromLong(-16L - c->routed);
-    if (send((int)a[0], c->buf, REQ_SIZE, MSG_DONTWAIT) != REQ_SIZE)
-        return PyLong_FromLong(-2);
+    }
+    for (long i = 0; i < a[3]; i++) {
+        ssize_t n = recv((int)a[0], c->buf, (size_t)c->buflen, MSG_DONTWAIT);
+        if (n < 0)
+            return PyLong_FromLong((errno == EAGAIN || errno == EWOULDBLOCK) ? -1 : -4);
+        if (a[1] < 0 || a[1] > INT32_MAX || a[2] < 0 || a[2] > UINT32_MAX)
+            return PyLong_FromSsize_t(n);
+        int r = answer(c, (int32_t)a[1], (uint32_t)a[2], n);
+        if (r < 0)
+            return NULL;
+        if (r == 0)
+            return PyLong_FromSsize_t(n);
+        if (r == 2)
+            return PyLong_FromLong(-16L - c->routed);
+        if (send((int)a[0], c->buf, REQ_SIZE, MSG_DONTWAIT) != REQ_SIZE)
+            return PyLong_FromLong(-2);
+    }
     return PyLong_FromLong(-3);
 }
 
@@ -309,7 +317,8 @@ static PyMethodDef Core_methods[] = {
     {"answer", (PyCFunction)(void (*)(void))Core_answer, METH_FASTCALL,
      "answer(src_row, client_id, n) -> -2 answered in place, -1 Python's, row: routed there"},
     {"pump", (PyCFunction)(void (*)(void))Core_pump, METH_FASTCALL,
-     "pump(fd, src_row, client_id) -> -1 none, -2 answered unsent, -3 answered, -4 recv failed, "
+     "pump(fd, src_row, client_id, max) -> -1 none left, -3 max answered, -2 answered unsent, "
+     "-4 recv failed, "
      "-16 - row: routed there, n: a datagram for Python"},
     {NULL, NULL, 0, NULL},
 };
