@@ -24,8 +24,9 @@ from ..fabric.state import SimFabric, SimPort
 from . import procfs
 from .admission import Addresses
 from .client import Client
+from .sockfacts import show_address
 from .stats import Stats
-from .transport import Transport, show_address
+from .transport import Transport
 
 log = logging.getLogger("fabriclab.sim")
 

@@ -83,34 +83,83 @@ def pump(
     answers and sends what it can of ``cl``'s waiting datagrams; what it leaves in the
     buffer goes to ``python`` (the Python path), or routed to a port row, to ``sma``
     (the Python SMA's handler)."""
-    pump, fd, row, cid = core.pump, cl.sock.fileno(), cl.port._r, cl.id
+    step, fd, row, cid = core.pump, cl.sock.fileno(), cl.port._r, cl.id
     for _ in range(MADS_PER_WAKEUP):
         try:
-            n = pump(fd, row, cid, MADS_PER_WAKEUP)
-            if n == -1 or n == -3:  # nothing left waiting; or a wake-up's worth answered
-                return
-            if n == -2:  # answered, not sent: sent again with the error handling
-                transport.send(cl, memoryview(transport.buf)[:REQUEST_SIZE])
-                continue
-            if n <= -16:  # routed: the SMA answers it
-                try:
-                    sma(cl, -16 - n)
-                except Exception:  # a bug must cost one MAD, not the fabric
-                    transport.on_mad_error(cl, REQUEST_SIZE)
-                continue
-            if n == -4:  # the receive failed: once more, to see why
-                n = cl.sock.recv_into(transport.buf)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            transport.detach(cl, f"receive failed: {e}")
-            return
+            n = step(fd, row, cid, MADS_PER_WAKEUP)
         except Exception:  # the core failed on a datagram (a bug): it costs that MAD
             transport.on_mad_error(cl, REQUEST_SIZE)
             continue
-        try:
-            python(cl, n)
-        except Exception:  # a bug must cost one MAD, not the fabric
-            transport.on_mad_error(cl, n)
-        if transport.clients.get(cl.id) is not cl:
+        if n == -1 or n == -3:  # nothing left waiting; or a wake-up's worth answered
             return
+        if not settle(transport, python, sma, cl, n):
+            return
+
+
+def settle(
+    transport: Transport,
+    python: Callable[[Client, int], None],
+    sma: Callable[[Client, int], None],
+    cl: Client,
+    n: int,
+) -> bool:
+    """What the core left of a datagram of ``cl`` (its code ``n``, the datagram in the
+    buffer): sent, answered by the SMA or by the Python path; whether ``cl`` is still
+    there to read from."""
+    if n == -2:  # answered, not sent: sent again with the error handling
+        transport.send(cl, memoryview(transport.buf)[:REQUEST_SIZE])
+        return transport.clients.get(cl.id) is cl
+    if n <= -16:  # routed: the SMA answers it
+        try:
+            sma(cl, -16 - n)
+        except Exception:  # a bug must cost one MAD, not the fabric
+            transport.on_mad_error(cl, REQUEST_SIZE)
+        return True
+    if n == -4:  # the receive failed: once more, to see why
+        try:
+            n = cl.sock.recv_into(transport.buf)
+        except BlockingIOError:
+            return False
+        except OSError as e:
+            transport.detach(cl, f"receive failed: {e}")
+            return False
+    try:
+        python(cl, n)
+    except Exception:  # a bug must cost one MAD, not the fabric
+        transport.on_mad_error(cl, n)
+    return transport.clients.get(cl.id) is cl
+
+
+class Loop:
+    """The server loop's wait through the native core (:meth:`Transport.serve_forever`
+    calls :meth:`poll` as it would ``epoll.poll``): the clients on plain sockets are
+    served in C between the loop's turns, one datagram per ready client per round, and
+    the loop sees only what needs Python."""
+
+    def __init__(
+        self,
+        core,
+        transport: Transport,
+        python: Callable[[Client, int], None],
+        sma: Callable[[Client, int], None],
+    ):
+        self.core, self.transport, self.python, self.sma = core, transport, python, sma
+        self._serve = core.serve
+
+    def watch(self, fd: int, cl: Client) -> None:
+        """Serve ``cl``'s datagrams, on descriptor ``fd``, natively."""
+        self.core.watch(fd, cl.port._r, cl.id)
+
+    def unwatch(self, fd: int) -> None:
+        self.core.watch(fd, -1, 0)
+
+    def poll(self, epoll_fd: int, timeout: float) -> list[tuple[int, int]]:
+        """Wait up to ``timeout`` seconds; the events for Python's loop."""
+        ms = -1 if timeout < 0 else int(timeout * 1000 + 0.999)
+        pending, events = self._serve(epoll_fd, ms)
+        if pending is not None:
+            fd, code = pending
+            cl = self.transport.client_at(fd)
+            if cl is not None:
+                settle(self.transport, self.python, self.sma, cl, code)
+        return events

@@ -89,6 +89,7 @@ class FabricServer:
         if self.dispatch.native is not None:
             d = self.dispatch
             transport.pump = partial(native.pump, core, transport, d.reference, d.routed)
+            transport.native_loop = native.Loop(core, transport, d.reference, d.routed)
         self.mad_core = "native" if self.dispatch.native is not None else "python"
         log.info("MAD core: %s", self.mad_core)
         transport.on_mad_error = self.dispatch.failed

@@ -15,7 +15,6 @@ control records and the MADs mean is for the handlers the server sets
 from __future__ import annotations
 
 import errno
-import fcntl
 import gc
 import logging
 import os
@@ -26,12 +25,15 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from ...ib import simwire
 from . import procfs
 from .admission import FD_RESERVE, Policy
 from .client import Client
 from .ratelog import RateLimitedLog
+from .sockfacts import close_passed_fds, last_datagram, pid_exists, show_address
 from .stats import Stats
 
 log = logging.getLogger("fabriclab.sim")
@@ -43,47 +45,7 @@ _CTL_BURST = 64  # control records read per wake-up, so a flood cannot starve th
 _CTL_RECV = 4096  # more than a record: a longer datagram is seen as too long, not cut
 _CRED = struct.Struct("iII")  # struct ucred { pid_t pid; uid_t uid; gid_t gid; } (unix(7))
 _ANC_SIZE = socket.CMSG_SPACE(_CRED.size)  # room for the credentials and no descriptors
-_SIOCGSTAMP = 0x8906  # linux/sockios.h: the time the last datagram read arrived
-_TIMEVAL = struct.Struct("@ll")  # struct timeval
 _BUFFER = 4096  # more than a sim_request: a longer datagram is seen as too long, not cut
-
-
-def show_address(addr) -> str:
-    """A socket address for the log."""
-    if isinstance(addr, bytes):
-        return addr.strip(b"\0").decode(errors="replace") or "(unbound)"
-    if isinstance(addr, tuple):
-        return f"{addr[0]}:{addr[1]}"
-    return repr(addr)
-
-
-def _close_passed_fds(data: bytes) -> None:
-    n = len(data) - len(data) % 4
-    for fd in struct.unpack(f"{n // 4}i", data[:n]):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _last_datagram(sock: socket.socket) -> float:
-    """When the last datagram read from ``sock`` arrived (the first call turns the
-    kernel's timestamps on; 0.0: none yet)."""
-    try:
-        sec, usec = _TIMEVAL.unpack(fcntl.ioctl(sock.fileno(), _SIOCGSTAMP, bytes(_TIMEVAL.size)))
-    except OSError:
-        return 0.0
-    return sec + usec / 1e6
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def _ignore(*_args) -> None:
@@ -129,6 +91,9 @@ class Transport:
         # set with the native MAD core: receives, answers and sends what it can of a
         # client's waiting datagrams on a plain socket (:func:`.native.pump`)
         self.pump: Callable[[Client], None] | None = None
+        # the loop's wait through the native core (:class:`.native.Loop`), which serves
+        # the clients on plain sockets itself
+        self.native_loop: Any = None
         # work for the loop when nothing is waiting, a step per call (False: all done)
         self.spare_time: Callable[[], bool] | None = None
         self.on_detach: Callable[[Client], None] = _ignore
@@ -228,11 +193,20 @@ class Transport:
     def _watch(self, sock: socket.socket, cl: Client | None) -> None:
         self._fds[sock.fileno()] = cl
         self._epoll.register(sock.fileno(), select.EPOLLIN)
+        if cl is not None and self.native_loop is not None and type(sock) is socket.socket:
+            self.native_loop.watch(sock.fileno(), cl)
 
     def _unwatch(self, sock: socket.socket) -> None:
         fd = sock.fileno()
         if self._fds.pop(fd, 0) != 0:
             self._epoll.unregister(fd)
+            if self.native_loop is not None:
+                self.native_loop.unwatch(fd)
+
+    def client_at(self, fd: int) -> Client | None:
+        """The client whose data socket is descriptor ``fd``, if any."""
+        cl = self._fds.get(fd)
+        return cl if isinstance(cl, Client) else None
 
     def close(self) -> None:
         """Detach every client and close every socket."""
@@ -263,6 +237,8 @@ class Transport:
         if ready is not None:
             ready()
         poll, fds, receive, extra = self._epoll.poll, self._fds, self.receive, self._extra
+        if self.native_loop is not None:
+            poll = partial(self.native_loop.poll, self._epoll.fileno())
         wait = _SWEEP_INTERVAL
         while self._running:
             try:
@@ -322,7 +298,7 @@ class Transport:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
                     creds = _CRED.unpack_from(data)
                 elif level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    _close_passed_fds(data)  # nobody hands the server descriptors
+                    close_passed_fds(data)  # nobody hands the server descriptors
             handle(raw, creds, addr)
 
     def reply(self, data: bytes, addr) -> None:
@@ -347,7 +323,7 @@ class Transport:
             sock.bind(self._address(f"out{cid}", cid + 1))
             if self.remote:
                 sock.connect((host, key))
-                _last_datagram(sock)  # from now on the kernel stamps what arrives
+                last_datagram(sock)  # from now on the kernel stamps what arrives
             else:
                 sock.connect(simwire.sockname(self.name, f"in{key}"))
         except OSError:
@@ -372,7 +348,7 @@ class Transport:
 
     def idle(self, cl: Client) -> float:
         """Seconds since a remote client last sent a datagram (or attached)."""
-        return time.time() - max(cl.since, _last_datagram(cl.sock))
+        return time.time() - max(cl.since, last_datagram(cl.sock))
 
     def udp_sockets(self) -> list[procfs.UdpSocket]:
         """Remote mode: the UDP sockets bound on this host now."""
@@ -397,7 +373,7 @@ class Transport:
                         self.detach(cl, "its data socket is gone")
                 return
             for cl in list(self.clients.values()):  # (a TCP client's pid is not ours)
-                if cl.pid and not cl.host and not _exists(cl.pid):
+                if cl.pid and not cl.host and not pid_exists(cl.pid):
                     self.detach(cl, f"its process {cl.pid} is gone")
             bound = procfs.abstract_names(self._proc[0].read())
         except OSError as e:

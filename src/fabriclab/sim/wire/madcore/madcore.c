@@ -157,7 +157,7 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     return 1;
 }
 
-static int args_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long *out)
+int args_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long *out)
 {
     if (nargs != want) {
         PyErr_Format(PyExc_TypeError, "expected %zd arguments", want);
@@ -184,12 +184,33 @@ static PyObject *Core_answer(Core *c, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(r == 2 ? c->routed : r == 1 ? -2 : -1);
 }
 
-/* The waiting datagrams of the client ``cid`` at row ``src`` on socket ``fd``, up to
- * ``max`` answered and sent here (an epoll wake-up's worth, without a call from Python
- * for each): -1 none left waiting, -3 ``max`` answered and sent (more may wait), -2 one
- * answered but not sent (Python sends it), -4 the receive failed (Python receives, and
- * sees why), -16 - row: one routed to row for Python's SMA (answer() 2), n >= 0 one
- * datagram for Python.  Each code but -1 and -3 leaves the datagram in the buffer. */
+/* One datagram from the socket ``fd`` of the client ``cid`` at row ``src``: -1 none
+ * waiting, -3 answered and sent, -2 answered but not sent (Python sends it), -4 the
+ * receive failed (Python receives, and sees why), -16 - row: routed to row for
+ * Python's SMA (answer() 2), n >= 0 a datagram for Python, PUMP_ERROR a Python error set.
+ * Each code but -1, -3 and PUMP_ERROR leaves the datagram in the buffer. */
+long pump_step(Core *c, int fd, int32_t row, uint32_t cid)
+{
+    ssize_t n = recv(fd, c->buf, (size_t)c->buflen, MSG_DONTWAIT);
+    if (n < 0)
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? -1 : -4;
+    if (row < 0)
+        return (long)n;
+    int r = answer(c, row, cid, n);
+    if (r < 0)
+        return PUMP_ERROR;
+    if (r == 0)
+        return (long)n;
+    if (r == 2)
+        return -16L - c->routed;
+    if (send(fd, c->buf, REQ_SIZE, MSG_DONTWAIT) != REQ_SIZE)
+        return -2;
+    return -3;
+}
+
+/* The waiting datagrams of a client, up to ``max`` answered and sent here (a wake-up's
+ * worth, without a call from Python for each): pump_step's codes, -3 when ``max`` were
+ * answered (more may wait). */
 static PyObject *Core_pump(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
     long a[4];
@@ -199,21 +220,13 @@ static PyObject *Core_pump(Core *c, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "max must be 1 to 1024");
         return NULL;
     }
+    int32_t row = (a[1] < 0 || a[1] > INT32_MAX || a[2] < 0 || a[2] > UINT32_MAX) ? -1 : (int32_t)a[1];
     for (long i = 0; i < a[3]; i++) {
-        ssize_t n = recv((int)a[0], c->buf, (size_t)c->buflen, MSG_DONTWAIT);
-        if (n < 0)
-            return PyLong_FromLong((errno == EAGAIN || errno == EWOULDBLOCK) ? -1 : -4);
-        if (a[1] < 0 || a[1] > INT32_MAX || a[2] < 0 || a[2] > UINT32_MAX)
-            return PyLong_FromSsize_t(n);
-        int r = answer(c, (int32_t)a[1], (uint32_t)a[2], n);
-        if (r < 0)
+        long r = pump_step(c, (int)a[0], row, (uint32_t)a[2]);
+        if (r == PUMP_ERROR)
             return NULL;
-        if (r == 0)
-            return PyLong_FromSsize_t(n);
-        if (r == 2)
-            return PyLong_FromLong(-16L - c->routed);
-        if (send((int)a[0], c->buf, REQ_SIZE, MSG_DONTWAIT) != REQ_SIZE)
-            return PyLong_FromLong(-2);
+        if (r != -3)
+            return PyLong_FromLong(r);
     }
     return PyLong_FromLong(-3);
 }
@@ -229,6 +242,8 @@ static void Core_dealloc(Core *c)
     Py_XDECREF(c->stats);
     Py_XDECREF(c->drops);
     Py_XDECREF(c->sma);
+    PyMem_Free(c->reg_row);
+    PyMem_Free(c->reg_cid);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -320,6 +335,11 @@ static PyMethodDef Core_methods[] = {
      "pump(fd, src_row, client_id, max) -> -1 none left, -3 max answered, -2 answered unsent, "
      "-4 recv failed, "
      "-16 - row: routed there, n: a datagram for Python"},
+    {"watch", (PyCFunction)(void (*)(void))Core_watch, METH_FASTCALL,
+     "watch(fd, src_row, client_id): serve fd's datagrams in serve(); src_row -1: no longer"},
+    {"serve", (PyCFunction)(void (*)(void))Core_serve, METH_FASTCALL,
+     "serve(epoll_fd, timeout_ms) -> (pending, events): the loop's wait, answering the "
+     "watched clients' datagrams it can until something needs Python or the time is up"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -62,7 +63,13 @@ typedef struct {
     uint64_t *mad_in, *mad_out;
     uint8_t *buf;
     Py_ssize_t buflen;
+    /* the clients loop.c serves, by descriptor: row + 1 (0: none) and client id */
+    int32_t *reg_row;
+    uint32_t *reg_cid;
 } Core;
+
+enum { FD_MAX = 1 << 16 }; /* descriptors loop.c serves natively: below this */
+#define PUMP_ERROR LONG_MIN /* pump_step: a Python error is set */
 
 
 /* A walk: the (egress, ingress) rows of the links crossed. */
@@ -88,5 +95,9 @@ int32_t lid_route(const Core *c, int32_t src, uint32_t dlid, Hops *h);
 int32_t dr_out(const Core *c, int32_t src, const uint8_t *path, unsigned hops, uint8_t *rpath,
                Hops *h);
 int get_attr(const Core *c, int32_t d, unsigned attr, uint32_t mod, uint8_t *out);
+long pump_step(Core *c, int fd, int32_t row, uint32_t cid);
+PyObject *Core_watch(Core *c, PyObject *const *args, Py_ssize_t nargs);
+PyObject *Core_serve(Core *c, PyObject *const *args, Py_ssize_t nargs);
+int args_row(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long *out);
 
 #endif
