@@ -66,10 +66,25 @@ class Core(Fabriclab):
         return {**env, "FABRICLAB_MAD_CORE": self.core}
 
 
+def settle(pid: int, quiet: float = 0.3, limit: float = 30.0) -> None:
+    """Wait (at most ``limit`` seconds) until process ``pid`` has used no CPU for
+    ``quiet`` seconds: what a server does as it starts (fabriclab encodes its ports'
+    answers ahead in its first idle moments) is not the replay's."""
+    end = time.monotonic() + limit
+    last = cpu_seconds(pid)
+    while time.monotonic() < end:
+        time.sleep(quiet)
+        now = cpu_seconds(pid)
+        if now == last:
+            return
+        last = now
+
+
 def measure(server, name: str, records: list[record.Record], wait: float) -> tuple:
     """Replay ``records`` through a fresh ``server``: (CPU seconds per MAD, outcome)."""
     server.start(name)
     try:
+        settle(server.proc.pid)
         before = cpu_seconds(server.proc.pid)
         out = replay.Replay(name, wait=wait).run(records)
         used = cpu_seconds(server.proc.pid) - before
