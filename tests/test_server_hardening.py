@@ -149,7 +149,12 @@ def test_a_control_request_whose_handling_fails_is_answered(real_tools, tmp_path
     once ("ctl error") instead of waiting forever, and the server goes on."""
     with served(LAB) as srv:
         model, _ = LAB.locate("sched-worker1", switches=True)
-        srv.sim.port_of(model).lid = -5
+        # (once the server has encoded its ports ahead: the change is then the port's
+        # own, encoded anew when next read, as every change of a port's state is)
+        wait_for(lambda: srv.transport.spare_time is None, 30, "the ports encoded ahead")
+        port = srv.sim.port_of(model)
+        port.lid = -5
+        port.changed()
         r = run_tool(srv.name, "sched-worker1", ["ibstat"], tmp_path, timeout=30)
         assert r.returncode != 0 and "ctl error" in r.stderr, r.stderr
         assert srv.stats.failed >= 1
