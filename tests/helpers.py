@@ -381,3 +381,22 @@ def topology_result(
         f"request {uid} answered",
         interval=0.05,
     )
+
+
+def fat_tree_64(name: str, hosts: str) -> dict:
+    """A small two-tier fat tree for tests: 16 trays x 4 HCAs (64 HCAs), 4 leaves, 4
+    spines, 96 links; ``hosts`` a hostlist of 16 names."""
+    return {
+        "name": name,
+        "trays": [{"hosts": hosts, "gpus": 4, "hcas": 4}],
+        "fabric": {
+            "fat_tree": {
+                "tiers": 2,
+                "switch": "quantum-2",
+                "rail_optimized": False,
+                "hosts_per_leaf": 4,
+                "leaf_uplinks": 8,
+                "spines": 4,
+            }
+        },
+    }

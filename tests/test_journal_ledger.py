@@ -6,6 +6,8 @@ short by a ``kill -9`` is left out."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 from helpers import served
 from hypothesis import HealthCheck, given, settings
@@ -166,9 +168,10 @@ def test_what_is_read_back_is_what_the_counters_were(tmp_path_factory, ops):
         live.close()
 
 
-def test_traffic_moves_are_in_each_line(tmp_path):
-    """Counters that flows moved reach the journal at the next save, a line like any
-    other change: read back, they are what the ports show."""
+@contextmanager
+def _with_traffic(tmp_path):
+    """The lab fabric served in process, routed, with a traffic engine and a journal
+    written whole: (server, live fabric, the journal's path)."""
     from fabriclab.sim.live.traffic.engine import TrafficEngine
 
     with served(CLUSTER, serve=False) as srv:
@@ -177,7 +180,13 @@ def test_traffic_moves_are_in_each_line(tmp_path):
         eng = TrafficEngine(srv.sim, clock)
         live = LiveFabric(srv, CLUSTER, clock, state=tmp_path, name="j", traffic=eng)
         live.save(whole=True)
-        path = journal.journal_path(tmp_path, "j")
+        yield srv, live, journal.journal_path(tmp_path, "j")
+
+
+def test_traffic_moves_are_in_each_line(tmp_path):
+    """Counters that flows moved reach the journal at the next save, a line like any
+    other change: read back, they are what the ports show."""
+    with _with_traffic(tmp_path) as (srv, live, path):
         live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"rate": "1GB/s"})
         live.advance(2)
         assert len(path.read_bytes().split(b"\n")) > 2  # lines added, not written whole
@@ -194,15 +203,8 @@ def test_a_fault_with_flows_running_writes_no_flow(tmp_path, monkeypatch):
     the whole): a fault request's line leaves them out, and reading the journal gives
     the flows of the line before; the flows' own walk is not made for it."""
     from fabriclab.sim.live.traffic import commands
-    from fabriclab.sim.live.traffic.engine import TrafficEngine
 
-    with served(CLUSTER, serve=False) as srv:
-        minhop.fill(srv.sim)
-        clock = VirtualClock()
-        eng = TrafficEngine(srv.sim, clock)
-        live = LiveFabric(srv, CLUSTER, clock, state=tmp_path, name="j", traffic=eng)
-        live.save(whole=True)
-        path = journal.journal_path(tmp_path, "j")
+    with _with_traffic(tmp_path) as (_srv, live, path):
         live.traffic_request("send", ["sched-worker1", "sched-worker2"], {"bytes": "10G"})
         assert len(journal.load(path)["traffic"]) == 1  # the request's line has it
         walks = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 from fabric_server import fabric_up
-from helpers import wait_for
+from helpers import fat_tree_64, wait_for
 
 from fabriclab.model.build import build
 from fabriclab.sim.live import journal
@@ -24,20 +24,7 @@ from fabriclab.sim.run import admin
 from fabriclab.sim.wire.server import FabricServer
 from fabriclab.spec.load import load_spec
 
-SPEC = {  # 16 trays x 4 HCAs: 64 HCAs, 4 leaves, 4 spines, 96 links
-    "name": "storm-64",
-    "trays": [{"hosts": "st[01-16]", "gpus": 4, "hcas": 4}],
-    "fabric": {
-        "fat_tree": {
-            "tiers": 2,
-            "switch": "quantum-2",
-            "rail_optimized": False,
-            "hosts_per_leaf": 4,
-            "leaf_uplinks": 8,
-            "spines": 4,
-        }
-    },
-}
+SPEC = fat_tree_64("storm-64", "st[01-16]")  # 64 HCAs, 4 leaves, 4 spines, 96 links
 _NODE = re.compile(r"^(Switch|Ca)\s+\d+\s", re.M)
 _CLOSING = re.compile(
     r"(\d+) MADs, (\d+) answered, (\d+) forwarded, (\d+) timed out, (\d+) undeliverable, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from helpers import fat_tree_64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,20 +24,7 @@ from fabriclab.sim.live.traffic.engine import TrafficEngine
 from fabriclab.sim.live.traffic.routes import route_flows
 from fabriclab.spec.load import load_spec
 
-SPEC = {  # 16 trays x 4 HCAs: 64 HCAs, 4 leaves, 4 spines
-    "name": "reroute-64",
-    "trays": [{"hosts": "rr[01-16]", "gpus": 4, "hcas": 4}],
-    "fabric": {
-        "fat_tree": {
-            "tiers": 2,
-            "switch": "quantum-2",
-            "rail_optimized": False,
-            "hosts_per_leaf": 4,
-            "leaf_uplinks": 8,
-            "spines": 4,
-        }
-    },
-}
+SPEC = fat_tree_64("reroute-64", "rr[01-16]")  # 64 HCAs, 4 leaves, 4 spines
 
 
 @pytest.fixture(scope="module")
