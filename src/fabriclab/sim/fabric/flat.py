@@ -14,7 +14,7 @@ it from :attr:`Flat.lfts` at every look-up.
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...ib.enums import PhysState, PortState
 
@@ -111,6 +111,27 @@ _PORT_STATES = tuple(PortState(v) if v in PortState._value2member_map_ else v fo
 _PHYS_STATES = tuple(PhysState(v) if v in PhysState._value2member_map_ else v for v in range(256))
 
 
+class _Row:
+    """A port attribute kept at the port's row of the flat state's array of the same
+    name; ``shown``: what each stored value reads as, when not the value itself."""
+
+    def __init__(self, shown: tuple | None = None):
+        self.shown = shown
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, port: FlatPort | None, owner: type | None = None) -> Any:
+        if port is None:
+            return self
+        v = getattr(port._f, self.name)[port._r]
+        return v if self.shown is None else self.shown[v]
+
+    def __set__(self, port: FlatPort, v: Any) -> None:
+        getattr(port._f, self.name)[port._r] = v
+
+
 class FlatPort:
     """A port whose hot attributes are its row ``_r`` of the flat state ``_f``."""
 
@@ -122,68 +143,15 @@ class FlatPort:
         flat.objs[row] = self
         flat.present[row] = 1
 
-    @property
-    def phys(self) -> int:
-        """PortPhysicalState (a PhysState)."""
-        return _PHYS_STATES[self._f.phys[self._r]]
-
-    @phys.setter
-    def phys(self, v: int) -> None:
-        self._f.phys[self._r] = v
-
-    @property
-    def state(self) -> int:
-        """PortState (a PortState)."""
-        return _PORT_STATES[self._f.state[self._r]]
-
-    @state.setter
-    def state(self, v: int) -> None:
-        self._f.state[self._r] = v
-
-    @property
-    def lid(self) -> int:
-        """The base LID."""
-        return self._f.lid[self._r]
-
-    @lid.setter
-    def lid(self, v: int) -> None:
-        self._f.lid[self._r] = v
-
-    @property
-    def lmc(self) -> int:
-        """LMC."""
-        return self._f.lmc[self._r]
-
-    @lmc.setter
-    def lmc(self, v: int) -> None:
-        self._f.lmc[self._r] = v
-
-    @property
-    def is_endport(self) -> bool:
-        """Whether the port has a LID of its own: a CA port or a switch's port 0."""
-        return bool(self._f.is_endport[self._r])
-
-    @is_endport.setter
-    def is_endport(self, v: bool) -> None:
-        self._f.is_endport[self._r] = int(v)
-
-    @property
-    def mad_in(self) -> int:
-        """MADs received through the port, not yet in its counters."""
-        return self._f.mad_in[self._r]
-
-    @mad_in.setter
-    def mad_in(self, v: int) -> None:
-        self._f.mad_in[self._r] = v
-
-    @property
-    def mad_out(self) -> int:
-        """MADs sent through the port, not yet in its counters."""
-        return self._f.mad_out[self._r]
-
-    @mad_out.setter
-    def mad_out(self, v: int) -> None:
-        self._f.mad_out[self._r] = v
+    # the attributes kept as they are in the flat state's array of the same name
+    phys = _Row(_PHYS_STATES)  # PortPhysicalState (a PhysState)
+    state = _Row(_PORT_STATES)  # PortState (a PortState)
+    lid = _Row()  # the base LID
+    lmc = _Row()
+    is_endport = _Row((False, True))  # has a LID of its own: a CA port, a switch's port 0
+    mad_in = _Row()  # MADs received through the port, not yet in its counters
+    mad_out = _Row()  # MADs sent through the port, not yet in its counters
+    pkeys = _Row()  # the P_Key table, 2 bytes an entry
 
     @property
     def peer(self) -> SimPort | None:
@@ -209,12 +177,3 @@ class FlatPort:
         else:
             f.pi[r * ATTR_SIZE : (r + 1) * ATTR_SIZE] = v
             f.pi_valid[r] = 1
-
-    @property
-    def pkeys(self) -> bytearray:
-        """The P_Key table, 2 bytes an entry."""
-        return self._f.pkeys[self._r]
-
-    @pkeys.setter
-    def pkeys(self, v: bytearray) -> None:
-        self._f.pkeys[self._r] = v
