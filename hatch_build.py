@@ -67,7 +67,9 @@ class CustomBuildHook(BuildHookInterface):
         except FileNotFoundError:
             raise RuntimeError("building the fabriclab MAD core needs gcc") from None
         if r.returncode != 0:
-            raise RuntimeError(f"building the fabriclab MAD core failed: {' '.join(cmd)}\n{r.stderr}")
+            raise RuntimeError(
+                f"building the fabriclab MAD core failed: {' '.join(cmd)}\n{r.stderr}"
+            )
         if version != "editable":
             build_data["force_include"][str(out)] = f"fabriclab/sim/wire/{name}"
             build_data["pure_python"] = False

@@ -30,7 +30,7 @@ from server import Fabriclab, Ibsim, _ibsims, bench_fabric
 
 from fabriclab.formats import ibsim_net
 from fabriclab.sim.run import admin, replay
-from fabriclab.sim.wire import record
+from fabriclab.sim.wire import native, record
 
 _TICK = os.sysconf("SC_CLK_TCK")
 GOAL = 1.0  # native / ibsim
@@ -46,10 +46,10 @@ def cpu_seconds(pid: int) -> float:
 class Core(Fabriclab):
     """``fabriclab up`` serving through MAD core ``core`` (FABRICLAB_MAD_CORE)."""
 
-    def __init__(self, spec: str, work: Path, core: str):
+    def __init__(self, spec: str, work: Path, core: str, spin: int | None = None):
         super().__init__(spec, work)
-        self.core = core
-        self.label = f"fabriclab-{core}"
+        self.core, self.spin = core, spin
+        self.label = f"fabriclab-{core}" + ("" if spin is None else f"-spin{spin}")
 
     def start(self, name: str, timeout: float = 120) -> None:
         super().start(name, timeout)
@@ -63,7 +63,10 @@ class Core(Fabriclab):
     def env(self, name: str) -> dict:
         env = super().env(name)
         env.pop(record.ENV, None)
-        return {**env, "FABRICLAB_MAD_CORE": self.core}
+        env = {**env, "FABRICLAB_MAD_CORE": self.core}
+        if self.spin is not None:
+            env[native.SPIN_ENV] = str(self.spin)
+        return env
 
 
 def settle(pid: int, quiet: float = 0.3, limit: float = 30.0) -> None:
@@ -121,7 +124,11 @@ def main() -> None:
             f"{kind}, {mads} MADs, {stream.stat().st_size} bytes recorded"
         )
         ibsims = _ibsims(net, ibsim_net.limits(fabric).args())
-        servers: list = [Core(str(spec_file), work, "native"), Core(str(spec_file), work, "python")]
+        servers: list = [
+            Core(str(spec_file), work, "native"),
+            Core(str(spec_file), work, "native", spin=0),
+            Core(str(spec_file), work, "python"),
+        ]
         servers += ibsims
         cpu: dict[str, list[float]] = {s.label: [] for s in servers}
         outs: dict[str, replay.Outcome] = {}
@@ -136,18 +143,20 @@ def main() -> None:
             got = outs[s.label].received()
             same = sum(1 for x, y in zip(got, ref, strict=False) if x == y)
             print(
-                f"  {s.label:18s} {statistics.median(cpu[s.label]) * 1e6:7.1f} µs/MAD   "
+                f"  {s.label:23s} {statistics.median(cpu[s.label]) * 1e6:7.1f} µs/MAD   "
                 f"{outs[s.label].mads} MADs, {len(got)} answers ({same} byte-identical to "
                 f"fabriclab-python's), {outs[s.label].missing} missing   [{rounds} rounds, median]"
             )
-        native = statistics.median(cpu["fabriclab-native"])
+        polled = statistics.median(cpu["fabriclab-native"])
+        asleep = statistics.median(cpu["fabriclab-native-spin0"])
         python = statistics.median(cpu["fabriclab-python"])
         for sim in ibsims:
             z = statistics.median(cpu[sim.label])
             print(
-                f"cpu/MAD fabriclab-native {native * 1e6:.1f} µs, python {python * 1e6:.1f} µs, "
-                f"{sim.label} {z * 1e6:.1f} µs; ratio native/ibsim {native / z:.2f} "
-                f"(goal <= {GOAL})"
+                f"cpu/MAD fabriclab-native {polled * 1e6:.1f} µs (polling {native.SPIN_US} µs "
+                f"before sleeping), {asleep * 1e6:.1f} µs (sleeping at once), python "
+                f"{python * 1e6:.1f} µs, {sim.label} {z * 1e6:.1f} µs; ratio native/ibsim "
+                f"{polled / z:.2f} polling, {asleep / z:.2f} sleeping at once (goal <= {GOAL})"
             )
         for sim in ibsims:
             sim.close()

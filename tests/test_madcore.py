@@ -408,3 +408,46 @@ def test_work_in_spare_time_that_fails_costs_that_work_not_the_fabric(monkeypatc
             status, reply = c.request(dr_smp(Attr.NODE_INFO, [1]))
             assert status == 0 and reply[3] == 0x81  # answered: GetResp
     assert "spare time failed" in caplog.text
+
+
+def test_the_loop_polls_for_the_time_asked_and_never_past_a_timeout(monkeypatch, caplog):
+    """``FABRICLAB_MAD_SPIN_US``: read once, a bad value warned about; the native wait
+    answers what comes while it polls and returns at its timeout; with no time to wait
+    (the loop's spare-time work pending) it never polls."""
+    import time
+
+    from fabriclab.sim.wire import native
+
+    for value, want in (("", native.SPIN_US), ("0", 0), ("10000", 10_000)):
+        monkeypatch.setenv(native.SPIN_ENV, value)
+        assert native.spin_us() == want
+    for bad in ("fast", "-1", "10001", "1.5"):
+        monkeypatch.setenv(native.SPIN_ENV, bad)
+        assert native.spin_us() == native.SPIN_US
+        assert f"{native.SPIN_ENV}={bad} is not a whole number" in caplog.text
+    monkeypatch.setenv(native.SPIN_ENV, "10000")
+    side = Side("native", monkeypatch)
+    loop = side.srv.transport.native_loop
+    assert loop is not None and loop.spin_us == 10_000
+    epfd = side.srv.transport._epoll.fileno()
+    with pytest.raises(ValueError, match="spin_us must be 0 to 10000"):
+        side.srv.dispatch.native.serve(epfd, 0, 10_001)
+    for _ in side.srv.sim.encode_ahead():  # so that the core answers it natively
+        pass
+    get = dr(Attr.NODE_INFO, [1])
+    side.peer.send(get)
+    t = time.monotonic()
+    assert loop.poll(epfd, 0.05) == []  # answered in C; nothing for Python
+    assert time.monotonic() - t >= 0.05
+    assert side.peer.recv(4096)[simwire.REQUEST_MAD + 3] == 0x81  # the GetResp
+    # polling after that answer: what arrives meanwhile is answered too
+    side.peer.send(get)
+    assert loop.poll(epfd, 0.05) == []
+    assert side.peer.recv(4096)[simwire.REQUEST_MAD + 3] == 0x81
+    # a zero timeout is a look, not a wait: no polling for 10 ms
+    took = []
+    for _ in range(5):
+        t = time.monotonic()
+        loop.poll(epfd, 0.0)
+        took.append(time.monotonic() - t)
+    assert min(took) < 0.005, took

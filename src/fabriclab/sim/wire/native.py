@@ -1,6 +1,8 @@
 """Which MAD core serves: the native one (C, :mod:`._madcore`, built from ``madcore/``)
 or the Python reference path alone, by ``FABRICLAB_MAD_CORE`` (``native``, the default,
-or ``python``), read once when a server starts.
+or ``python``), read once when a server starts; and how long the native loop polls
+after the last thing it found before it sleeps, ``FABRICLAB_MAD_SPIN_US`` (microseconds,
+0 to 10,000; default 50; 0: it sleeps at once).
 
 The native core answers the common SMP Gets (NodeInfo, NodeDescription, PortInfo,
 SwitchInfo, LinearForwardingTable and P_Key blocks) from the fabric's flat state
@@ -25,6 +27,12 @@ log = logging.getLogger("fabriclab.sim")
 
 ENV = "FABRICLAB_MAD_CORE"
 CORES = ("native", "python")
+SPIN_ENV = "FABRICLAB_MAD_SPIN_US"
+# Long enough to cover a tool's turn-around between an answer and its next MAD
+# (ibnetdiscover through libumad2sim: 10-30 us here; docs/benchmarks.md, "Polling before
+# sleeping"), short enough to cost nothing worth having once a burst ends.
+SPIN_US = 50
+SPIN_US_MAX = 10_000  # madcore.h's SPIN_US_MAX
 
 
 def wanted() -> str:
@@ -34,6 +42,27 @@ def wanted() -> str:
         log.warning("%s=%s is neither native nor python: the native core serves", ENV, value)
         return "native"
     return value
+
+
+def spin_us() -> int:
+    """How long the native loop polls before it sleeps (``FABRICLAB_MAD_SPIN_US``)."""
+    value = os.environ.get(SPIN_ENV, "").strip()
+    if not value:
+        return SPIN_US
+    try:
+        us = int(value)
+    except ValueError:
+        us = -1
+    if not 0 <= us <= SPIN_US_MAX:
+        log.warning(
+            "%s=%s is not a whole number of microseconds from 0 to %d: %d serves",
+            SPIN_ENV,
+            value,
+            SPIN_US_MAX,
+            SPIN_US,
+        )
+        return SPIN_US
+    return us
 
 
 def chosen() -> str:
@@ -145,6 +174,7 @@ class Loop:
     ):
         self.core, self.transport, self.python, self.sma = core, transport, python, sma
         self._serve = core.serve
+        self.spin_us = spin_us()
 
     def watch(self, fd: int, cl: Client) -> None:
         """Serve ``cl``'s datagrams, on descriptor ``fd``, natively."""
@@ -156,7 +186,7 @@ class Loop:
     def poll(self, epoll_fd: int, timeout: float) -> list[tuple[int, int]]:
         """Wait up to ``timeout`` seconds; the events for Python's loop."""
         ms = -1 if timeout < 0 else int(timeout * 1000 + 0.999)
-        pending, events = self._serve(epoll_fd, ms)
+        pending, events = self._serve(epoll_fd, ms, self.spin_us)
         if pending is not None:
             fd, code = pending
             cl = self.transport.client_at(fd)

@@ -91,7 +91,12 @@ class FabricServer:
             transport.pump = partial(native.pump, core, transport, d.reference, d.routed)
             transport.native_loop = native.Loop(core, transport, d.reference, d.routed)
         self.mad_core = "native" if self.dispatch.native is not None else "python"
-        log.info("MAD core: %s", self.mad_core)
+        if transport.native_loop is not None:
+            log.info(
+                "MAD core: native, polling %d us before it sleeps", transport.native_loop.spin_us
+            )
+        else:
+            log.info("MAD core: %s", self.mad_core)
         transport.on_mad_error = self.dispatch.failed
         transport.on_detach = self._client_left
         self.on_tick = transport.on_tick  # called every couple of seconds from the loop

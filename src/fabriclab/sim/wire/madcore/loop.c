@@ -2,7 +2,14 @@
  * datagrams of the clients Python asked it to serve (watch()) answered here, one per
  * ready client per round (as ibsim's loop: a wait, a read, a write), until something
  * needs Python (another descriptor ready, a datagram the core leaves to Python) or the
- * time is up.  The wait itself runs without the GIL. */
+ * time is up.  The wait itself runs without the GIL.
+ *
+ * The wait first polls for a while (``spin_us``) after the last thing it found, before
+ * it sleeps: a tool keeps one or two MADs in flight and sends the next within
+ * microseconds of an answer, and a server found awake saves both sides the kernel's
+ * wake-up, which is most of what an exchange costs (docs/benchmarks.md, "Polling before
+ * sleeping"); Linux's busy polling of sockets (SO_BUSY_POLL) does the same for network
+ * devices.  It costs at most ``spin_us`` of CPU after the last MAD of a burst. */
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -32,6 +39,13 @@ PyObject *Core_watch(Core *c, PyObject *const *args, Py_ssize_t nargs)
     c->reg_row[a[0]] = (int32_t)a[1] + 1;
     c->reg_cid[a[0]] = (uint32_t)a[2];
     Py_RETURN_TRUE;
+}
+
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
 static long ms_since(const struct timespec *t0)
@@ -72,10 +86,14 @@ static PyObject *result(PyObject *pending, struct epoll_event *ev, int n, const 
 
 PyObject *Core_serve(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    long a[2];
-    if (args_row(args, nargs, 2, a) < 0)
+    long a[3];
+    if (args_row(args, nargs, 3, a) < 0)
         return NULL;
-    long timeout = a[1] < 0 ? -1 : a[1];
+    if (a[2] < 0 || a[2] > SPIN_US_MAX) {
+        PyErr_Format(PyExc_ValueError, "spin_us must be 0 to %d", SPIN_US_MAX);
+        return NULL;
+    }
+    long timeout = a[1] < 0 ? -1 : a[1], spin_ns = timeout == 0 ? 0 : a[2] * 1000;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct epoll_event ev[EVENTS];
@@ -84,10 +102,19 @@ PyObject *Core_serve(Core *c, PyObject *const *args, Py_ssize_t nargs)
         long left = timeout < 0 ? -1 : timeout - ms_since(&t0);
         if (left < 0 && timeout >= 0)
             left = 0;
-        int n;
+        int n = 0, fd = (int)a[0];
+        long last = c->last_ns, spin = spin_ns;
+        if (left >= 0 && spin > left * 1000000L)
+            spin = left * 1000000L; /* never past the time Python asked for */
         Py_BEGIN_ALLOW_THREADS
-        n = epoll_wait((int)a[0], ev, EVENTS, (int)(left > INT32_MAX ? INT32_MAX : left));
+        if (spin > 0 && last != 0) /* poll a while after the last thing found */
+            while ((n = epoll_wait(fd, ev, EVENTS, 0)) == 0 && now_ns() - last < spin)
+                ;
+        if (n == 0)
+            n = epoll_wait(fd, ev, EVENTS, (int)(left > INT32_MAX ? INT32_MAX : left));
         Py_END_ALLOW_THREADS
+        if (n > 0)
+            c->last_ns = now_ns();
         if (n < 0) {
             if (errno != EINTR)
                 return PyErr_SetFromErrno(PyExc_OSError);

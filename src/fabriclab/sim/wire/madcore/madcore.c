@@ -338,8 +338,9 @@ static PyMethodDef Core_methods[] = {
     {"watch", (PyCFunction)(void (*)(void))Core_watch, METH_FASTCALL,
      "watch(fd, src_row, client_id): serve fd's datagrams in serve(); src_row -1: no longer"},
     {"serve", (PyCFunction)(void (*)(void))Core_serve, METH_FASTCALL,
-     "serve(epoll_fd, timeout_ms) -> (pending, events): the loop's wait, answering the "
-     "watched clients' datagrams it can until something needs Python or the time is up"},
+     "serve(epoll_fd, timeout_ms, spin_us) -> (pending, events): the loop's wait (polling "
+     "spin_us after the last thing found before it sleeps), answering the watched clients' "
+     "datagrams it can until something needs Python or the time is up"},
     {NULL, NULL, 0, NULL},
 };
 

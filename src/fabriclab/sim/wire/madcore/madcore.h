@@ -66,9 +66,12 @@ typedef struct {
     /* the clients loop.c serves, by descriptor: row + 1 (0: none) and client id */
     int32_t *reg_row;
     uint32_t *reg_cid;
+    long last_ns; /* loop.c: when its wait last found something (CLOCK_MONOTONIC) */
 } Core;
 
-enum { FD_MAX = 1 << 16 }; /* descriptors loop.c serves natively: below this */
+/* descriptors loop.c serves natively: below FD_MAX; its polling before it sleeps: at
+ * most SPIN_US_MAX microseconds */
+enum { FD_MAX = 1 << 16, SPIN_US_MAX = 10000 };
 #define PUMP_ERROR LONG_MIN /* pump_step: a Python error is set */
 
 
