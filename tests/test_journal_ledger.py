@@ -76,6 +76,31 @@ def test_a_fault_request_walks_no_port_and_adds_a_line(tmp_path, monkeypatch):
         assert _read(path) == _held(srv.sim)
 
 
+def test_a_fresh_fabrics_first_save_walks_no_port_and_the_next_takes_them(tmp_path, monkeypatch):
+    """``up`` of a fresh fabric: its first save holds no counters without reading a
+    port's; what moves after it is in the next save, and read back."""
+    with served(CLUSTER, serve=False) as srv:
+        live = LiveFabric(srv, CLUSTER, VirtualClock(), state=tmp_path, name="j")
+        live.writer.ledger.at_power_on()
+        flushed = []
+        real = SimPort.flush
+        monkeypatch.setattr(SimPort, "flush", lambda p: flushed.append(p) or real(p))
+        live.save()
+        assert flushed == []
+        path = journal.journal_path(tmp_path, "j")
+        assert _read(path) == {} == _held(srv.sim)
+        for p in _ports(srv.sim)[:5]:  # MADs crossed some ports
+            p.mad_in, p.mad_out = 3, 2
+        live.fault("down", f"{LEAF}[5]")
+        live.save(whole=True)
+        assert len(flushed) == len(_ports(srv.sim))  # the next save took every port
+        end = live.resolve(f"{LEAF}[5]").ports[0]
+        moved = [*_ports(srv.sim)[:5], end, end.peer]  # MADs crossed them; the link's ends
+        held = _held(srv.sim)
+        assert set(held) == {f"{p.node.index}:{p.num}" for p in moved}
+        assert _read(path) == held
+
+
 def test_lines_added_grow_no_longer_than_the_whole(tmp_path, monkeypatch):
     """Once the lines added outgrow the whole, the next save writes it whole again."""
     monkeypatch.setattr("fabriclab.sim.live.journal.ADDED_MIN", 0)

@@ -65,7 +65,7 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
                 continue  # a switch port with no cable: nothing an SM sets there
             q = p.peer
             if p.num != 0 and (q is None or not p.up or not q.up):
-                p.changed()
+                p.pi = None
                 continue
             p.local_phy_err = p.overrun_err = ERROR_THRESHOLD
             if p.num != 0:
@@ -76,7 +76,7 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
                     p.hoq_life = HOQ_BETWEEN_SWITCHES if to_switch else HOQ_TO_CA
                     if to_switch:
                         p.part_enf_in = p.part_enf_out = 0
-            p.changed()
+            p.pi = None  # encoded anew when read (the routes: the bump below, for all)
     for ni, (lft, top) in updown.lfts(sim).items():
         sw = sim.nodes[ni].sw
         assert sw is not None

@@ -138,7 +138,8 @@ class SimPort(FlatPort):
         self.place(node.flat, node.first + model.num)
         self.fabric_port = model  # the port as built (cabling, link rate)
         self.guid = model.guid
-        self.peer = None
+        # (a fresh row of the flat state already reads: no peer, no MADs, PortInfo not
+        # encoded; writing them again would cost a 32,768-HCA fabric a fifth of a second)
         caps = node.caps
         switch_ext = node.is_switch and model.num != 0
         self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
@@ -204,12 +205,10 @@ class SimPort(FlatPort):
         self.vlarb: dict[int, bytes] = {}  # block 1..4 -> 64 bytes, when set
         self.guids: dict[int, bytes] = {}  # GUIDInfo blocks, when set
         self.counters = Counters()
-        self.mad_out = self.mad_in = 0  # MADs through this port, not yet in the counters
         # data traffic through this port not yet in the counters: called with the port
         # by flush (set by a traffic engine, :mod:`..live.traffic`)
         self.traffic: Callable[[SimPort], None] | None = None
         self.gen = node.gen
-        self.pi = None
         # the live fabric's faults (sim/live.py): how many faults hold the link down, and
         # the width/speed a degraded link retrained at (None: as cabled)
         self.held = 0

@@ -165,10 +165,18 @@ class Ledger:
         self.pieces: dict[str, str] = {}  # key -> its entry's JSON, for each port held
         self.changed: set[str] = set()  # keys whose piece changed since the last write
         self.cold = True
+        self.unmoved = False  # every port's counters as at power-on, none taken yet
 
     def forget(self) -> None:
         """Counters were replaced (a journal brought back): take every port anew."""
         self.cold = True
+        self.unmoved = False
+
+    def at_power_on(self) -> None:
+        """Every port's counters are as at power-on (a fresh fabric, no MAD served yet):
+        the first take holds nothing and need not walk the ports (a second of a 32,768-HCA
+        fabric's start); the next takes them all."""
+        self.unmoved = True
 
     def take(self, mads: bool = False, flows: bool = False) -> None:
         """Bring the pieces up to the counters now: those that moved (and, with
@@ -176,6 +184,11 @@ class Ledger:
         if (flows or mads) and self.traffic is not None and self.traffic.counted():
             self.traffic.settle_all()  # traffic counted into the ports' Counters (marks them)
         if self.cold:
+            if self.unmoved:  # nothing to hold; still cold: the next take walks them
+                self.unmoved = False
+                self.pieces.clear()
+                self.changed.clear()
+                return
             self._take_all()
             return
         if mads:

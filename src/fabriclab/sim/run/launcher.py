@@ -393,6 +393,8 @@ def _go_live(req: UpRequest, cluster: Cluster, srv: FabricServer, recorder=None)
     live = LiveFabric(srv, cluster, clock, state=state, name=req.name, meta=meta, traffic=engine)
     if doc is not None:
         live.restore(doc, f"journal {path}")
+    else:
+        live.writer.ledger.at_power_on()
     live.save()
     answer = record.admin(recorder, functools.partial(admin_requests.answer, live))
     admin = AdminServer(admin_path(state, req.name), answer, srv.transport)
