@@ -21,7 +21,7 @@ from fabriclab.ib.enums import PhysState
 from fabriclab.ib.mad.consts import Attr, Method
 from fabriclab.ib.mad.layouts import PORT_INFO
 from fabriclab.model.build import build
-from fabriclab.sim.fabric import minhop
+from fabriclab.sim.fabric import minhop, portinfo
 from fabriclab.sim.wire.client import Client
 from fabriclab.sim.wire.native import ENV
 from fabriclab.sim.wire.server import FabricServer
@@ -451,3 +451,118 @@ def test_the_loop_polls_for_the_time_asked_and_never_past_a_timeout(monkeypatch,
         loop.poll(epfd, 0.0)
         took.append(time.monotonic() - t)
     assert min(took) < 0.005, took
+
+
+def _ports_state(s: Side):
+    """Every port's PortInfo values (as kept and as encoded) and the routes' generation."""
+    f, cols = s.srv.sim.flat, len(portinfo.STORED)
+    gen = s.srv.sim.generation
+    return (
+        [
+            (p.lid, p.lmc, int(p.state), int(p.phys), list(f.setv[p._r * cols : (p._r + 1) * cols]))
+            for p in s.ports()
+        ],
+        [bytes(p.port_info()) for p in s.ports()],
+        gen.value,
+        sorted(p._r for p in gen.ports),
+    )
+
+
+def _set_counted(s: Side) -> list[int]:
+    """How many MADs the Python SMA answered for ``s`` (a list, to read later)."""
+    calls = [0]
+    routed = s.srv.dispatch.routed
+
+    def counted(cl, row):
+        calls[0] += 1
+        routed(cl, row)
+
+    s.srv.dispatch.routed = counted  # type: ignore[method-assign]
+    return calls
+
+
+def _pi_set(n: Side, p: Side, path: list[int], mod: int, **fields) -> bytes:
+    """A PortInfo Set through ``path`` of the port ``mod`` names: its PortInfo as both
+    read it, LinkState and PortPhysicalState 0 (no change), then ``fields``."""
+    got = same(n, p, dr(Attr.PORT_INFO, path, mod))
+    data = got[0][simwire.REQUEST_MAD + 64 : simwire.REQUEST_MAD + 128]
+    values = {"LinkState": 0, "PhysLinkState": 0, **fields}
+    for name, v in values.items():
+        data = PORT_INFO.splice(data, name, v)
+    return dr(Attr.PORT_INFO, path, mod, Method.SET, data)
+
+
+def test_portinfo_sets_are_carried_out_natively_and_alike(pair):
+    """The PortInfo Sets an SM sends - its values, then Armed, then Active - carried out
+    by the native core as the Python SMA does (answers, every port's values and PortInfo,
+    the routes' generation); what needs the link's state machine or is refused, by
+    Python, alike."""
+    n, p = pair()
+    sma_calls = _set_counted(n)
+    leaf = [1]  # the worker's leaf switch; a modifier names its port
+    for path, mod in ((leaf, 0), (leaf, 1), (leaf, 5), ([], 0), ([], 1)):
+        same(n, p, dr(Attr.PORT_INFO, path, mod))  # read (and encoded) first
+    assert _ports_state(n) == _ports_state(p)
+    before = sma_calls[0]
+    sets = [
+        (leaf, 0, {"Lid": 40, "SMLid": 40, "LMC": 0, "Mkey": 0xDEADBEEF_00000001}),
+        (leaf, 1, {"NeighborMTU": 5, "OperVLs": 3, "HoqLife": 7, "LinkSpeedEnabled": 0xF}),
+        (leaf, 1, {"LinkWidthEnabled": 0xFF, "LinkSpeedExtEnabled": 31, "VLHighLimit": 4}),
+        (leaf, 1, {"PartEnforceInb": 0, "PartEnforceOutb": 0, "FilterRawInb": 1}),
+        (leaf, 5, {"LocalPhysErr": 8, "OverrunErr": 8, "GidPrefix": 0xFE80_0000_0000_0001}),
+        ([], 0, {"Lid": 41, "SMLid": 40, "SubnetTimeout": 18, "ClientReregister": 1}),
+        ([], 1, {"LinkWidthEnabled": 1, "LinkSpeedEnabled": 0, "MkeyLeasePeriod": 9}),
+        ([], 1, {"LinkState": 3}),  # Armed: the link's other end is Init
+        (leaf, 1, {"LinkState": 3}),
+        ([], 1, {"LinkState": 4}),  # Active: the other end is Armed
+        (leaf, 1, {"LinkState": 4}),
+        (leaf, 1, {"LinkState": 4, "SMSL": 2}),  # Active again: no change of state
+    ]
+    for path, mod, fields in sets:
+        same(n, p, _pi_set(n, p, path, mod, **fields))
+        assert _ports_state(n) == _ports_state(p), (path, mod, fields)
+    assert sma_calls[0] == before  # every one carried out natively
+    refused_or_python = [
+        (leaf, 5, {"LinkState": 4}),  # Active from Init: refused
+        (leaf, 5, {"NeighborMTU": 7}),  # above MtuCap: refused
+        (leaf, 5, {"OperVLs": 15}),  # above VLCap: refused
+        (leaf, 5, {"LinkState": 9}),  # no such state: refused
+        ([], 2, {}),  # another port of a CA: refused
+        (leaf, 77, {}),  # no such port
+        (leaf, 5, {"PhysLinkState": 3}),  # Disabled: the link goes down (events)
+        (leaf, 5, {"PhysLinkState": 2}),  # Polling: it comes back
+        (leaf, 1, {"LinkState": 1}),  # Down: the link retrains
+    ]
+    for path, mod, fields in refused_or_python:
+        raw = _pi_set(n, p, path, mod, **fields)
+        before = sma_calls[0]
+        same(n, p, raw)
+        assert _ports_state(n) == _ports_state(p), (path, mod, fields)
+        assert sma_calls[0] == before + 1, (path, mod, fields)  # the Python SMA's
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    target=st.sampled_from([([1], 0), ([1], 1), ([1], 3), ([], 0), ([], 1), ([1], 2)]),
+    data=st.binary(min_size=64, max_size=64),
+    state=st.sampled_from([0, 0, 0, 1, 2, 3, 4, 5]),
+    phys=st.sampled_from([0, 0, 0, 0, 2, 3, 4]),
+)
+def test_random_portinfo_sets_alike(set_pair, target, data, state, phys):
+    n, p = set_pair
+    path, mod = target
+    data = PORT_INFO.splice(PORT_INFO.splice(data, "LinkState", state), "PhysLinkState", phys)
+    for raw in (dr(Attr.PORT_INFO, path, mod), dr(Attr.PORT_INFO, path, mod, Method.SET, data)):
+        same(n, p, raw)
+    assert _ports_state(n) == _ports_state(p)
+
+
+@pytest.fixture(scope="module")
+def set_pair():
+    mp = pytest.MonkeyPatch()
+    n = Side("native", mp)
+    p = Side("python", mp)
+    yield n, p
+    n.close()
+    p.close()
+    mp.undo()

@@ -17,6 +17,7 @@ from array import array
 from typing import TYPE_CHECKING, Any
 
 from ...ib.enums import PhysState, PortState
+from .portinfo import STORED
 
 if TYPE_CHECKING:
     from .state import SimPort
@@ -56,6 +57,7 @@ class Flat:
         "pi_valid",
         "pkeys",
         "present",
+        "setv",
         "si",
         "si_valid",
         "state",
@@ -81,6 +83,9 @@ class Flat:
         self.ni = bytearray(ATTR_SIZE * rows)  # NodeInfo as read through the port ...
         self.ni_valid = _zeros("B", rows)  # ... when this is 1 (filled when first read)
         self.pkeys: list = [None] * rows  # the port's P_Key table (a bytearray)
+        # the PortInfo components a Set writes (but those above), a row of
+        # len(portinfo.STORED) each, in that order
+        self.setv = _zeros("Q", rows * len(STORED))
         self.objs: list = [None] * rows  # the SimPort of each row
         # --- per node
         self.is_switch = _zeros("B", nodes)
@@ -132,6 +137,28 @@ class _Row:
         getattr(port._f, self.name)[port._r] = v
 
 
+class _Column:
+    """A PortInfo component a Set writes, kept in the port's row of the flat state's
+    ``setv`` (its column: its place in portinfo.STORED)."""
+
+    def __init__(self) -> None:
+        self.i = -1
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.i = STORED.index(name)
+
+    def __get__(self, port: FlatPort | None, owner: type | None = None) -> Any:
+        if port is None:
+            return self
+        return port._f.setv[port._r * _NSTORED + self.i]
+
+    def __set__(self, port: FlatPort, v: int) -> None:
+        port._f.setv[port._r * _NSTORED + self.i] = v
+
+
+_NSTORED = len(STORED)
+
+
 class FlatPort:
     """A port whose hot attributes are its row ``_r`` of the flat state ``_f``."""
 
@@ -152,6 +179,37 @@ class FlatPort:
     mad_in = _Row()  # MADs received through the port, not yet in its counters
     mad_out = _Row()  # MADs sent through the port, not yet in its counters
     pkeys = _Row()  # the P_Key table, 2 bytes an entry
+
+    # the PortInfo components a Set writes, each a column of setv (portinfo.STORED)
+    mkey = _Column()
+    gid_prefix = _Column()
+    smlid = _Column()
+    mkey_lease = _Column()
+    width_enabled = _Column()
+    link_down_def = _Column()
+    mkey_protect = _Column()
+    speed_enabled = _Column()
+    neighbor_mtu = _Column()
+    smsl = _Column()
+    vl_high_limit = _Column()
+    init_reply = _Column()
+    vl_stall = _Column()
+    hoq_life = _Column()
+    op_vls = _Column()
+    part_enf_in = _Column()
+    part_enf_out = _Column()
+    filter_raw_in = _Column()
+    filter_raw_out = _Column()
+    mkey_violations = _Column()
+    pkey_violations = _Column()
+    qkey_violations = _Column()
+    client_rereg = _Column()
+    mcast_pkey_trap = _Column()
+    subnet_timeout = _Column()
+    local_phy_err = _Column()
+    overrun_err = _Column()
+    speed_ext2_enabled = _Column()
+    speed_ext_enabled = _Column()
 
     @property
     def peer(self) -> SimPort | None:
@@ -177,3 +235,8 @@ class FlatPort:
         else:
             f.pi[r * ATTR_SIZE : (r + 1) * ATTR_SIZE] = v
             f.pi_valid[r] = 1
+
+
+assert all(isinstance(FlatPort.__dict__.get(n), _Column) for n in STORED), (
+    "a stored field lacks its column"
+)

@@ -12,6 +12,8 @@ cold``, ``fabriclab up --cold``) starts with no LIDs, and the SM assigns them.
 
 from __future__ import annotations
 
+import functools
+from array import array
 from collections.abc import Callable, Iterator
 
 from ...ib import devices
@@ -72,6 +74,57 @@ class Generation:
         return out
 
 
+@functools.lru_cache(maxsize=64)
+def _power_on(switch_ext: bool, width: int, mtu: int, ext: int, ext2: int) -> array:
+    """A port's PortInfo components that a Set may change, as at power-on, in the flat
+    state's order (portinfo.STORED): a switch external port's (``switch_ext``) or an end
+    port's, with its supported widths, MTU cap and extended speeds (a few kinds of port
+    in a fabric: one row each, written at once)."""
+    values = {
+        "mkey": 0,
+        "gid_prefix": 0 if switch_ext else 0xFE80000000000000,
+        "smlid": 0,
+        "mkey_lease": 0,
+        "width_enabled": width,
+        "link_down_def": int(PhysState.POLLING),
+        "mkey_protect": 0,
+        "speed_enabled": 0x7,  # SDR, DDR, QDR
+        "neighbor_mtu": mtu,
+        "smsl": 0,
+        "vl_high_limit": 0,
+        "init_reply": 0,
+        "vl_stall": 7,
+        "hoq_life": 31,
+        "op_vls": 1,  # VL0 until the SM says more
+        # Partition enforcement and raw filtering apply to switch external ports only
+        # (IBA Vol. 1, 14.2.5.6: reserved on other ports; OpenSM's osm_pkey_mgr.c passes
+        # only switch ports to pkey_mgr_enforce_partition).  fabriclab's switches power on
+        # enforcing on every external port (ibsim's start with it off: sim_net.c swport
+        # template, byte 43 = 0x40); the SM's PortInfo Set decides from then on - OpenSM
+        # sets it on CA-facing ports and clears it on inter-switch links.
+        "part_enf_in": 1 if switch_ext else 0,
+        "part_enf_out": 1 if switch_ext else 0,
+        "filter_raw_in": 0,
+        "filter_raw_out": 0,
+        # 16-bit violation counters (RW: the SM may clear them, 14.2.5.6)
+        "mkey_violations": 0,
+        "pkey_violations": 0,
+        "qkey_violations": 0,
+        "client_rereg": 0,
+        "mcast_pkey_trap": 0,
+        "subnet_timeout": 0,
+        # thresholds of LocalLinkIntegrityErrors / ExcessiveBufferOverrunErrors: 0 at
+        # power-on as in ibsim's port templates; OpenSM writes 8 (osm_link_mgr.c,
+        # OSM_DEFAULT_ERROR_THRESHOLD)
+        "local_phy_err": 0,
+        "overrun_err": 0,
+        "speed_ext2_enabled": ext2,
+        "speed_ext_enabled": ext,
+    }
+    assert set(values) == set(portinfo.STORED), "power-on values for another set of fields"
+    return array("Q", [values[name] for name in portinfo.STORED])
+
+
 class SimPort(FlatPort):
     """One port's run-time state; ``pi`` caches its encoded PortInfo.  What the native MAD
     core reads (``phys``, ``state``, ``lid``, ``lmc``, ``peer``, ``is_endport``,
@@ -81,53 +134,24 @@ class SimPort(FlatPort):
     __slots__ = (
         "cap_mask",
         "cap_mask2",
-        "client_rereg",
         "counters",
         "fabric_port",
         "fdr10_enabled",
-        "filter_raw_in",
-        "filter_raw_out",
         "gen",
-        "gid_prefix",
         "guid",
         "guid_cap",
         "guids",
         "held",
-        "hoq_life",
-        "init_reply",
-        "link_down_def",
-        "local_phy_err",
-        "mcast_pkey_trap",
-        "mkey",
-        "mkey_lease",
-        "mkey_protect",
-        "mkey_violations",
-        "neighbor_mtu",
         "node",
         "num",
-        "op_vls",
-        "overrun_err",
-        "part_enf_in",
-        "part_enf_out",
-        "pkey_violations",
-        "qkey_violations",
         "resp_time",
         "sl2vl",
-        "smlid",
-        "smsl",
-        "speed_enabled",
-        "speed_ext2_enabled",
         "speed_ext2_supported",
-        "speed_ext_enabled",
         "speed_ext_supported",
         "speed_trained",
         "state_change_enable",
-        "subnet_timeout",
         "traffic",
-        "vl_high_limit",
-        "vl_stall",
         "vlarb",
-        "width_enabled",
         "width_supported",
         "width_trained",
     )
@@ -145,55 +169,31 @@ class SimPort(FlatPort):
         self.is_endport = not switch_ext  # has a LID of its own: CA port or switch port 0
         self.lid = 0 if switch_ext else (node.fabric_node.lid if node.is_switch else model.lid)
         self.lmc = 0 if switch_ext else (node.fabric_node.lmc if node.is_switch else model.lmc)
-        self.smlid = 0
-        self.smsl = 0
         if model.num == 0:
             self.state, self.phys = PortState.ACTIVE, PhysState.LINKUP
         elif model.peer is not None:
             self.state, self.phys = PortState.INIT, PhysState.LINKUP
         else:
             self.state, self.phys = PortState.DOWN, PhysState.POLLING
-        self.link_down_def = PhysState.POLLING
         native = node.native_speed
         wide = native.order >= _NDR.order
         self.width_supported = _WIDTH_1X_2X_4X if wide else _WIDTH_1X_4X
-        self.width_enabled = self.width_supported
-        self.speed_enabled = 0x7  # SDR, DDR, QDR
         # an XDR device also speaks every extended speed up to NDR
         self.speed_ext_supported = 0xF if native.ext2 else _EXT_SUPPORTED.get(native.ext, 0)
-        self.speed_ext_enabled = self.speed_ext_supported
         self.speed_ext2_supported = 1 if native.ext2 else 0
-        self.speed_ext2_enabled = self.speed_ext2_supported
         self.fdr10_enabled = 1 if native.order >= SPEEDS["FDR10"].order else 0
         self.state_change_enable = 0
-        self.neighbor_mtu = caps.mtu_cap
-        self.op_vls = 1  # VL0 until the SM says more
-        self.vl_high_limit = 0
-        self.hoq_life = 31
-        self.vl_stall = 7
-        self.gid_prefix = 0 if switch_ext else 0xFE80000000000000
-        self.mkey = 0
-        self.mkey_lease = 0
-        self.mkey_protect = 0
-        self.subnet_timeout = 0
         self.resp_time = 16
-        self.client_rereg = 0
-        self.mcast_pkey_trap = 0
-        # Partition enforcement and raw filtering apply to switch external ports only
-        # (IBA Vol. 1, 14.2.5.6: reserved on other ports; OpenSM's osm_pkey_mgr.c passes
-        # only switch ports to pkey_mgr_enforce_partition).  fabriclab's switches power on
-        # enforcing on every external port (ibsim's start with it off: sim_net.c swport
-        # template, byte 43 = 0x40); the SM's PortInfo Set decides from then on - OpenSM
-        # sets it on CA-facing ports and clears it on inter-switch links.
-        self.part_enf_in = self.part_enf_out = 1 if switch_ext else 0
-        self.filter_raw_in = self.filter_raw_out = 0
-        # 16-bit violation counters (RW: the SM may clear them, 14.2.5.6)
-        self.mkey_violations = self.pkey_violations = self.qkey_violations = 0
-        # thresholds of LocalLinkIntegrityErrors / ExcessiveBufferOverrunErrors: 0 at
-        # power-on as in ibsim's port templates; OpenSM writes 8 (osm_link_mgr.c,
-        # OSM_DEFAULT_ERROR_THRESHOLD)
-        self.local_phy_err = self.overrun_err = 0
-        self.init_reply = 0
+        # what a Set may change, as at power-on: one row of the flat state
+        row = _power_on(
+            switch_ext,
+            self.width_supported,
+            caps.mtu_cap,
+            self.speed_ext_supported,
+            self.speed_ext2_supported,
+        )
+        b = self._r * len(row)
+        node.flat.setv[b : b + len(row)] = row
         self.cap_mask = 0 if switch_ext else caps.cap_mask
         self.cap_mask2 = 0 if switch_ext else caps.cap_mask2
         self.guid_cap = 0 if switch_ext else caps.guid_cap

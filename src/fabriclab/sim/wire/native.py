@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
 from collections.abc import Callable
 
 from ...ib.mad.layouts import PORT_INFO
 from ...ib.simwire import REQUEST_SIZE
+from ..fabric import portinfo
 from ..fabric.state import SimFabric
 from .client import Client
 from .transport import MADS_PER_WAKEUP, Transport
@@ -85,12 +87,15 @@ def _local_port_at() -> int:
     return bit // 8
 
 
-def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs):
+def make_core(
+    sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs, on_set: Callable[[int], None]
+):
     """The native core over ``sim``'s flat state and the receive buffer ``buf``, counting
     in ``stats`` and leaving MADs to Python while ``drops`` has a port; it routes the
     directed-route Gets and Sets of ``sma_attrs`` (the attributes the SMA has) it does
-    not answer itself for the Python SMA.  None when the reference path is asked for or
-    the core is not built."""
+    not answer itself for the Python SMA, and carries out the PortInfo Sets that change
+    nothing but the port's values, calling ``on_set`` with the port's row after each.
+    None when the reference path is asked for or the core is not built."""
     if chosen() == "python":
         return None
     from . import _madcore  # type: ignore[attr-defined]
@@ -98,7 +103,51 @@ def make_core(sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs):
     sma = bytearray(1 << 16)
     for attr in sma_attrs:
         sma[attr] = 1
-    return _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
+    core = _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
+    table, facts = set_rules()
+    core.set_rules(table, facts, sim.flat.setv, len(portinfo.STORED), on_set)
+    return core
+
+
+def _bits(field: str) -> tuple[int, int]:
+    return next((off, width) for name, off, width in PORT_INFO.fields if name == field)
+
+
+# where a settable component's value is kept, when not in a column of the flat state's setv
+# (madcore.h's COL_*)
+_COLUMNS = {"lid": -1, "lmc": -2, "state": -3, "phys": -3}
+
+
+def set_rules() -> tuple[array, array]:
+    """The PortInfo Set's rules for the native core (``Core.set_rules``), made from
+    :data:`.portinfo.SETTABLE`: a row of 8 each (bit offset, width, rule, where its
+    value is kept, the rule's arguments), and the facts a Set is checked by (LinkState,
+    PortPhysicalState, NeighborMTU and OperVLs as written, MtuCap and VLCap as encoded)."""
+    field_of = {c.attr: c.field for c in portinfo.COMPONENTS if c.attr is not None}
+    rows: list[int] = []
+    for c in portinfo.SETTABLE:
+        rule = c.set.rule  # type: ignore[union-attr]
+        kind, args = rule[0], rule[1:]
+        attr = str(c.attr)
+        col = _COLUMNS[attr] if attr in _COLUMNS else portinfo.STORED.index(attr)
+        a4, sup = 0, (-1, 0)
+        if kind == portinfo.RULE_ENABLED:
+            a4 = args[0]
+            sup = _bits(field_of[args[1]]) if args[1] else (-1, 0)
+        elif kind == portinfo.RULE_WIDTH:
+            sup = _bits(field_of[args[0]])
+        elif kind == portinfo.RULE_EXTERNAL:
+            a4 = args[0]
+        rows += [*_bits(c.field), kind, col, a4, *sup, 0]
+    facts = [
+        *_bits("LinkState"),
+        *_bits("PhysLinkState"),
+        *_bits("NeighborMTU"),
+        *_bits("OperVLs"),
+        *_bits("MtuCap"),
+        *_bits("VLCap"),
+    ]
+    return array("q", rows), array("q", facts)
 
 
 def pump(

@@ -83,7 +83,12 @@ class FabricServer:
         transport.on_control = self.control.handle
         transport.on_mad = self.dispatch.process
         core = native.make_core(
-            self.sim, transport.buf, self.stats, self.dispatch.drops, self.sma.handlers
+            self.sim,
+            transport.buf,
+            self.stats,
+            self.dispatch.drops,
+            self.sma.handlers,
+            self._port_set,
         )
         self.dispatch.use_native(core)
         if self.dispatch.native is not None:
@@ -133,6 +138,14 @@ class FabricServer:
     def set_issm(self, cl: Client, on: bool) -> None:
         """Client ``cl`` is now the subnet manager at its port, or no longer."""
         self.sms.set_issm(cl, on)
+
+    def _port_set(self, row: int) -> None:
+        """The native core carried out a PortInfo Set of port row ``row``: what
+        SimPort.changed and Dispatch.routed do after the Python SMA's (the port's PortInfo
+        aside: the core encoded it anew)."""
+        p = self.sim.flat.objs[row]
+        p.gen.bump(port=p)
+        self.router.forget(links=False)  # LIDs may have moved
 
     def routed(self, sm_port: SimPort) -> None:
         """The fabric as a subnet manager at ``sm_port`` leaves it (``up --routed``,

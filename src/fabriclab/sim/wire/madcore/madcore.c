@@ -19,7 +19,7 @@ static const struct { const char *name; Py_ssize_t itemsize; int per_node; Py_ss
     {"mad_in", 8, 0, 1}, {"mad_out", 8, 0, 1}, {"pi", 1, 0, ATTR}, {"pi_valid", 1, 0, 1},
     {"ni", 1, 0, ATTR}, {"ni_valid", 1, 0, 1}, {"is_switch", 1, 1, 1}, {"first", 4, 1, 1},
     {"nports", 4, 1, 1}, {"node_desc", 1, 1, ATTR}, {"lft_top", 4, 1, 1},
-    {"lft_cap", 4, 1, 1}, {"si", 1, 1, ATTR}, {"si_valid", 1, 1, 1},
+    {"lft_cap", 4, 1, 1}, {"si", 1, 1, ATTR}, {"si_valid", 1, 1, 1}, {"state", 1, 0, 1},
 };
 
 static PyObject *s_mads, *s_answered, *s_classes, *s_one;
@@ -113,7 +113,10 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     }
     if (dest < 0)
         return 0;
-    int mine = method == METHOD_GET && get_attr(c, dest, attr, mod, data);
+    SetPlan plan;
+    int setting = directed && method == METHOD_SET && attr == A_PORT_INFO &&
+                  plan_set(c, dest, mod, m + SMP_DATA, &plan);
+    int mine = setting || (method == METHOD_GET && get_attr(c, dest, attr, mod, data));
     if (!mine && !(directed && PyBytes_Check(c->sma) && attr < (unsigned)PyBytes_GET_SIZE(c->sma) &&
                    PyBytes_AS_STRING(c->sma)[attr]))
         return 0;
@@ -124,6 +127,15 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     }
     if (count(c, mclass << 8 | (unsigned)method, mine) < 0)
         return -1;
+    if (setting) { /* carried out, then Python told: SimPort.changed, Dispatch.routed */
+        commit_set(c, dest, &plan, data);
+        PyObject *row = PyLong_FromLong(plan.t);
+        PyObject *r = row != NULL ? PyObject_CallOneArg(c->on_set, row) : NULL;
+        Py_XDECREF(row);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
     /* --- answered: counted on the way there and back, then turned around */
     for (int i = 0; i < go.n; i++) {
         c->mad_out[go.eg[i]]++;
@@ -242,6 +254,9 @@ static void Core_dealloc(Core *c)
     Py_XDECREF(c->stats);
     Py_XDECREF(c->drops);
     Py_XDECREF(c->sma);
+    Py_XDECREF(c->on_set);
+    if (c->has_setv)
+        PyBuffer_Release(&c->setview);
     PyMem_Free(c->reg_row);
     PyMem_Free(c->reg_cid);
     Py_TYPE(c)->tp_free((PyObject *)c);
@@ -315,6 +330,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw)
     c->lft_cap = c->views[F_LFT_CAP].buf;
     c->si = c->views[F_SI].buf;
     c->si_valid = c->views[F_SI_VALID].buf;
+    c->state = c->views[F_STATE].buf;
     c->lfts = PyObject_GetAttrString(flat, "lfts");
     c->pkeys = PyObject_GetAttrString(flat, "pkeys");
     if (c->lfts == NULL || c->pkeys == NULL)
@@ -335,6 +351,9 @@ static PyMethodDef Core_methods[] = {
      "pump(fd, src_row, client_id, max) -> -1 none left, -3 max answered, -2 answered unsent, "
      "-4 recv failed, "
      "-16 - row: routed there, n: a datagram for Python"},
+    {"set_rules", (PyCFunction)(void (*)(void))Core_set_rules, METH_VARARGS,
+     "set_rules(table, facts, setv, columns, on_set): the PortInfo Set's rules; from then "
+     "on the core carries out the Sets that change nothing but the port's values"},
     {"watch", (PyCFunction)(void (*)(void))Core_watch, METH_FASTCALL,
      "watch(fd, src_row, client_id): serve fd's datagrams in serve(); src_row -1: no longer"},
     {"serve", (PyCFunction)(void (*)(void))Core_serve, METH_FASTCALL,

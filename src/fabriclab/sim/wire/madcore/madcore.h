@@ -35,13 +35,24 @@ enum {
     A_PORT_INFO = 0x0015,
     A_PKEY_TABLE = 0x0016,
     A_LINEAR_FDB = 0x0019,
+    /* PortState (14.2.5.6): a Set's LinkState 0 is "no state change" */
+    PS_NOP = 0, PS_DOWN = 1, PS_INIT = 2, PS_ARMED = 3, PS_ACTIVE = 4,
 };
+
+/* set.c: a settable PortInfo component's row of Core.set_rules' table: bit offset,
+ * width, rule (portinfo.RULE_*), where its value is kept (a column of setv, or one of
+ * COL_*), its rule's arguments */
+enum { SET_ROW = 8, SET_MAX = 48 };
+enum { R_LINK, R_STORE, R_ENDPORT, R_NONZERO, R_ENABLED, R_WIDTH, R_EXTERNAL };
+enum { COL_LINK = -3, COL_LMC = -2, COL_LID = -1 };
+/* the facts a Set is checked by: (bit offset, width) of each */
+enum { SF_STATE, SF_PHYS, SF_NEIGHBOR_MTU, SF_OPER_VLS, SF_MTU_CAP, SF_VL_CAP, SF_COUNT };
 
 /* What the core reads: each array of the flat state, by the buffer it exports. */
 enum {
     F_NODE, F_NUM, F_PRESENT, F_PEER, F_PHYS, F_LID, F_LMC, F_ENDPORT, F_IN, F_OUT,
     F_PI, F_PI_VALID, F_NI, F_NI_VALID, F_IS_SWITCH, F_FIRST, F_NPORTS, F_NODE_DESC,
-    F_LFT_TOP, F_LFT_CAP, F_SI, F_SI_VALID, F_COUNT
+    F_LFT_TOP, F_LFT_CAP, F_SI, F_SI_VALID, F_STATE, F_COUNT
 };
 typedef struct {
     PyObject_HEAD
@@ -56,9 +67,10 @@ typedef struct {
     /* the arrays, typed */
     const int32_t *node, *peer;
     const uint16_t *num;
-    const uint8_t *present, *phys, *endport, *pi, *pi_valid, *ni, *ni_valid;
+    const uint8_t *present, *phys, *endport, *ni, *ni_valid;
+    uint8_t *pi, *pi_valid, *state; /* a Set writes these (set.c) */
     const uint8_t *is_switch, *node_desc, *si, *si_valid;
-    const int64_t *lid, *lmc;
+    int64_t *lid, *lmc;
     const uint32_t *first, *nports, *lft_top, *lft_cap;
     uint64_t *mad_in, *mad_out;
     uint8_t *buf;
@@ -67,7 +79,23 @@ typedef struct {
     int32_t *reg_row;
     uint32_t *reg_cid;
     long last_ns; /* loop.c: when its wait last found something (CLOCK_MONOTONIC) */
+    /* set.c's rules (Core.set_rules; set_n 0: none given, Sets are Python's) */
+    int set_n;
+    int64_t set_tab[SET_MAX * SET_ROW];
+    int64_t facts[SF_COUNT][2];
+    Py_buffer setview;
+    int has_setv;
+    uint64_t *setv;
+    Py_ssize_t set_cols;
+    PyObject *on_set;
 } Core;
+
+/* What a Set writes, planned before anything is (set.c). */
+typedef struct {
+    int32_t t;  /* the port set */
+    int state;  /* the PortState it moves to, or -1 */
+    uint64_t val[SET_MAX];
+} SetPlan;
 
 /* descriptors loop.c serves natively: below FD_MAX; its polling before it sleeps: at
  * most SPIN_US_MAX microseconds */
@@ -98,6 +126,10 @@ int32_t lid_route(const Core *c, int32_t src, uint32_t dlid, Hops *h);
 int32_t dr_out(const Core *c, int32_t src, const uint8_t *path, unsigned hops, uint8_t *rpath,
                Hops *h);
 int get_attr(const Core *c, int32_t d, unsigned attr, uint32_t mod, uint8_t *out);
+int32_t port_of(const Core *c, int32_t n, uint32_t num);
+int plan_set(const Core *c, int32_t d, uint32_t mod, const uint8_t *in, SetPlan *p);
+void commit_set(Core *c, int32_t d, const SetPlan *p, uint8_t *out);
+PyObject *Core_set_rules(Core *c, PyObject *args);
 long pump_step(Core *c, int fd, int32_t row, uint32_t cid);
 PyObject *Core_watch(Core *c, PyObject *const *args, Py_ssize_t nargs);
 PyObject *Core_serve(Core *c, PyObject *const *args, Py_ssize_t nargs);

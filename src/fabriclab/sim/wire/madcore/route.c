@@ -6,7 +6,7 @@
 #include "madcore.h"
 
 /* Port ``num`` of node ``n``: its row, or -1 when the node has no such port. */
-static int32_t port_of(const Core *c, int32_t n, uint32_t num)
+int32_t port_of(const Core *c, int32_t n, uint32_t num)
 {
     if (n < 0 || n >= c->nodes || num >= c->nports[n])
         return -1;
