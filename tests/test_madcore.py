@@ -454,10 +454,13 @@ def test_the_loop_polls_for_the_time_asked_and_never_past_a_timeout(monkeypatch,
 
 
 def _ports_state(s: Side):
-    """Every port's PortInfo values (as kept and as encoded) and the routes' generation."""
+    """Every port's PortInfo values (as kept and as encoded), the switches' forwarding
+    tables and the routes' generation."""
     f, cols = s.srv.sim.flat, len(portinfo.STORED)
     gen = s.srv.sim.generation
     return (
+        [None if t is None else bytes(t) for t in f.lfts],
+        sorted(sw._i for sw in gen.switches),
         [
             (p.lid, p.lmc, int(p.state), int(p.phys), list(f.setv[p._r * cols : (p._r + 1) * cols]))
             for p in s.ports()
@@ -566,3 +569,24 @@ def set_pair():
     n.close()
     p.close()
     mp.undo()
+
+
+def test_forwarding_table_sets_are_carried_out_natively_and_alike(pair):
+    """LinearForwardingTable block Sets (a table grown by them, as an SM's first sweep
+    does) carried out by the native core as SimSwitch.write_lft_block does, and routed
+    by after; a block beyond LinearFDBCap or a CA's is the Python SMA's, alike."""
+    n, p = pair(routed=True)
+    sma_calls = _set_counted(n)
+    lids = sorted({q.lid for q in n.ports() if q.is_endport and q.lid})
+    cap = n.srv.sim.node_of(LAB.fabric.find(LEAF)).sw.caps.linear_fdb_cap
+    for block, data in ((0, bytes([1] * 64)), (1, bytes(range(64))), (40, b"\x02" * 64)):
+        same(n, p, dr(Attr.LINEAR_FDB, [1], block, Method.SET, data))
+        assert _ports_state(n) == _ports_state(p)
+        for dlid in [*lids, 40 * 64 + 3]:
+            same(n, p, lid(Attr.NODE_INFO, dlid))
+            same(n, p, dr(Attr.LINEAR_FDB, [1], block))
+    assert sma_calls[0] == 0
+    for path, block in (([1], cap // 64), ([], 0)):  # beyond the cap; a CA has none
+        same(n, p, dr(Attr.LINEAR_FDB, path, block, Method.SET, bytes(64)))
+        assert _ports_state(n) == _ports_state(p)
+    assert sma_calls[0] == 2

@@ -88,13 +88,20 @@ def _local_port_at() -> int:
 
 
 def make_core(
-    sim: SimFabric, buf: bytearray, stats, drops: dict, sma_attrs, on_set: Callable[[int], None]
+    sim: SimFabric,
+    buf: bytearray,
+    stats,
+    drops: dict,
+    sma_attrs,
+    on_set: Callable[[int], None],
+    on_lft: Callable[[int], None],
 ):
     """The native core over ``sim``'s flat state and the receive buffer ``buf``, counting
     in ``stats`` and leaving MADs to Python while ``drops`` has a port; it routes the
     directed-route Gets and Sets of ``sma_attrs`` (the attributes the SMA has) it does
     not answer itself for the Python SMA, and carries out the PortInfo Sets that change
-    nothing but the port's values, calling ``on_set`` with the port's row after each.
+    nothing but the port's values (calling ``on_set`` with the port's row after each) and
+    the LinearForwardingTable Sets (``on_lft`` with the switch's node index).
     None when the reference path is asked for or the core is not built."""
     if chosen() == "python":
         return None
@@ -105,7 +112,7 @@ def make_core(
         sma[attr] = 1
     core = _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
     table, facts = set_rules()
-    core.set_rules(table, facts, sim.flat.setv, len(portinfo.STORED), on_set)
+    core.set_rules(table, facts, sim.flat.setv, len(portinfo.STORED), on_set, on_lft)
     return core
 
 

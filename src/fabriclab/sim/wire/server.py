@@ -89,6 +89,7 @@ class FabricServer:
             self.dispatch.drops,
             self.sma.handlers,
             self._port_set,
+            self._lft_set,
         )
         self.dispatch.use_native(core)
         if self.dispatch.native is not None:
@@ -146,6 +147,14 @@ class FabricServer:
         p = self.sim.flat.objs[row]
         p.gen.bump(port=p)
         self.router.forget(links=False)  # LIDs may have moved
+
+    def _lft_set(self, node: int) -> None:
+        """The native core wrote a block of switch ``node``'s forwarding table: what
+        SimSwitch.write_lft_block and Dispatch.routed do after it."""
+        sw = self.sim.nodes[node].sw
+        if sw is not None:
+            sw.gen.bump(switch=sw)
+        self.router.forget(links=False)
 
     def routed(self, sm_port: SimPort) -> None:
         """The fabric as a subnet manager at ``sm_port`` leaves it (``up --routed``,

@@ -114,9 +114,11 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     if (dest < 0)
         return 0;
     SetPlan plan;
-    int setting = directed && method == METHOD_SET && attr == A_PORT_INFO &&
-                  plan_set(c, dest, mod, m + SMP_DATA, &plan);
-    int mine = setting || (method == METHOD_GET && get_attr(c, dest, attr, mod, data));
+    int dr_set = directed && method == METHOD_SET;
+    int setting = dr_set && attr == A_PORT_INFO && plan_set(c, dest, mod, m + SMP_DATA, &plan);
+    int32_t lft_node = dr_set && attr == A_LINEAR_FDB ? plan_lft(c, dest, mod) : -1;
+    int mine = setting || lft_node >= 0 ||
+               (method == METHOD_GET && get_attr(c, dest, attr, mod, data));
     if (!mine && !(directed && PyBytes_Check(c->sma) && attr < (unsigned)PyBytes_GET_SIZE(c->sma) &&
                    PyBytes_AS_STRING(c->sma)[attr]))
         return 0;
@@ -127,11 +129,14 @@ static int answer(Core *c, int32_t src, uint32_t cid, Py_ssize_t n)
     }
     if (count(c, mclass << 8 | (unsigned)method, mine) < 0)
         return -1;
-    if (setting) { /* carried out, then Python told: SimPort.changed, Dispatch.routed */
-        commit_set(c, dest, &plan, data);
-        PyObject *row = PyLong_FromLong(plan.t);
-        PyObject *r = row != NULL ? PyObject_CallOneArg(c->on_set, row) : NULL;
-        Py_XDECREF(row);
+    if (setting || lft_node >= 0) { /* carried out, then Python told (what changed) */
+        if (setting)
+            commit_set(c, dest, &plan, data);
+        else if (commit_lft(c, lft_node, mod, m + SMP_DATA, data) < 0)
+            return -1;
+        PyObject *at = PyLong_FromLong(setting ? plan.t : lft_node);
+        PyObject *r = at != NULL ? PyObject_CallOneArg(setting ? c->on_set : c->on_lft, at) : NULL;
+        Py_XDECREF(at);
         if (r == NULL)
             return -1;
         Py_DECREF(r);
@@ -255,6 +260,7 @@ static void Core_dealloc(Core *c)
     Py_XDECREF(c->drops);
     Py_XDECREF(c->sma);
     Py_XDECREF(c->on_set);
+    Py_XDECREF(c->on_lft);
     if (c->has_setv)
         PyBuffer_Release(&c->setview);
     PyMem_Free(c->reg_row);

@@ -152,11 +152,43 @@ void commit_set(Core *c, int32_t d, const SetPlan *p, uint8_t *out)
     out[c->pi_local_at] = (uint8_t)c->num[d];
 }
 
-/* set_rules(table, facts, setv, columns, on_set): the Set rules (SET_ROW int64s a
+/* The SubnSet of a LinearForwardingTable block (sma.linear_fdb, SimSwitch.write_lft_block)
+ * the port reached at row ``d`` asks of its switch: the switch's node, or -1 when Python
+ * answers it (not a switch, a block beyond LinearFDBCap: "invalid field"). */
+int32_t plan_lft(const Core *c, int32_t d, uint32_t mod)
+{
+    int32_t n = node_of(c, d);
+    if (n < 0 || c->on_lft == NULL || !c->is_switch[n] || mod >= c->lft_cap[n] / 64)
+        return -1;
+    if (!PyList_Check(c->lfts) || n >= PyList_GET_SIZE(c->lfts) ||
+        !PyByteArray_Check(PyList_GET_ITEM(c->lfts, n)))
+        return -1;
+    return n;
+}
+
+/* Write block ``mod`` of node ``n``'s table from ``in`` (the table grown with 0xFF to
+ * hold it, as write_lft_block does), ``out`` the answer's data; -1 with a Python error
+ * (the table could not grow). */
+int commit_lft(Core *c, int32_t n, uint32_t mod, const uint8_t *in, uint8_t *out)
+{
+    PyObject *lft = PyList_GET_ITEM(c->lfts, n);
+    Py_ssize_t size = PyByteArray_GET_SIZE(lft), end = ((Py_ssize_t)mod + 1) * 64;
+    if (size < end) {
+        if (PyByteArray_Resize(lft, end) < 0)
+            return -1;
+        memset(PyByteArray_AS_STRING(lft) + size, 0xFF, (size_t)(end - size));
+    }
+    memcpy(PyByteArray_AS_STRING(lft) + (Py_ssize_t)mod * 64, in, 64);
+    memcpy(out, in, ATTR);
+    return 0;
+}
+
+/* set_rules(table, facts, setv, columns, on_set, on_lft): the Set rules (SET_ROW int64s a
  * settable component: bit offset, width, rule, column (COL_*), three arguments), the
  * facts (bit offset and width of LinkState, PortPhysicalState, NeighborMTU, OperVLs as
  * written, MtuCap and VLCap as encoded), the flat state's setv and its columns, and what
- * to call with a port's row after a Set. */
+ * to call with a port's row after a PortInfo Set and with a switch's node after a
+ * forwarding table block's. */
 static int read_int64s(PyObject *obj, int64_t *out, Py_ssize_t max, Py_ssize_t *n)
 {
     Py_buffer b;
@@ -181,9 +213,9 @@ static int bits_ok(int64_t off, int64_t width)
 
 PyObject *Core_set_rules(Core *c, PyObject *args)
 {
-    PyObject *table, *facts, *setv, *on_set;
+    PyObject *table, *facts, *setv, *on_set, *on_lft;
     Py_ssize_t cols, nt, nf;
-    if (!PyArg_ParseTuple(args, "OOOnO", &table, &facts, &setv, &cols, &on_set))
+    if (!PyArg_ParseTuple(args, "OOOnOO", &table, &facts, &setv, &cols, &on_set, &on_lft))
         return NULL;
     if (c->set_n || c->has_setv) {
         PyErr_SetString(PyExc_RuntimeError, "set rules given twice");
@@ -192,7 +224,8 @@ PyObject *Core_set_rules(Core *c, PyObject *args)
     int64_t tab[SET_MAX * SET_ROW], fa[SF_COUNT * 2];
     if (read_int64s(table, tab, SET_MAX * SET_ROW, &nt) < 0 || read_int64s(facts, fa, SF_COUNT * 2, &nf) < 0)
         return NULL;
-    int ok = nt > 0 && nt % SET_ROW == 0 && nf == SF_COUNT * 2 && cols >= 1 && PyCallable_Check(on_set);
+    int ok = nt > 0 && nt % SET_ROW == 0 && nf == SF_COUNT * 2 && cols >= 1 && PyCallable_Check(on_set) &&
+             PyCallable_Check(on_lft);
     for (Py_ssize_t i = 0; ok && i < nt / SET_ROW; i++) { /* each field inside PortInfo */
         const int64_t *r = tab + i * SET_ROW;
         ok = bits_ok(r[0], r[1]) && r[2] >= R_LINK && r[2] <= R_EXTERNAL && r[3] >= COL_LINK &&
@@ -219,6 +252,8 @@ PyObject *Core_set_rules(Core *c, PyObject *args)
     memcpy(c->facts, fa, sizeof c->facts);
     Py_INCREF(on_set);
     c->on_set = on_set;
+    Py_INCREF(on_lft);
+    c->on_lft = on_lft;
     c->set_n = (int)(nt / SET_ROW);
     Py_RETURN_NONE;
 }
