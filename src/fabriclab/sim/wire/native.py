@@ -112,7 +112,12 @@ def make_core(
         sma[attr] = 1
     core = _madcore.Core(sim.flat, buf, stats, drops, _local_port_at(), bytes(sma))
     table, facts = set_rules()
-    core.set_rules(table, facts, sim.flat.setv, len(portinfo.STORED), on_set, on_lft)
+    objs = sim.flat.objs
+
+    def encode_pi(row: int) -> None:  # the core needs a port's PortInfo not encoded yet
+        objs[row].port_info()
+
+    core.set_rules(table, facts, sim.flat.setv, len(portinfo.STORED), on_set, on_lft, encode_pi)
     return core
 
 

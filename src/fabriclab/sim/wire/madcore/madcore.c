@@ -261,6 +261,7 @@ static void Core_dealloc(Core *c)
     Py_XDECREF(c->sma);
     Py_XDECREF(c->on_set);
     Py_XDECREF(c->on_lft);
+    Py_XDECREF(c->encode_pi);
     if (c->has_setv)
         PyBuffer_Release(&c->setview);
     PyMem_Free(c->reg_row);

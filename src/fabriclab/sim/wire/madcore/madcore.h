@@ -87,7 +87,7 @@ typedef struct {
     int has_setv;
     uint64_t *setv;
     Py_ssize_t set_cols;
-    PyObject *on_set, *on_lft;
+    PyObject *on_set, *on_lft, *encode_pi;
 } Core;
 
 /* What a Set writes, planned before anything is (set.c). */
@@ -131,6 +131,7 @@ int plan_set(const Core *c, int32_t d, uint32_t mod, const uint8_t *in, SetPlan 
 void commit_set(Core *c, int32_t d, const SetPlan *p, uint8_t *out);
 PyObject *Core_set_rules(Core *c, PyObject *args);
 int32_t plan_lft(const Core *c, int32_t d, uint32_t mod);
+int pi_ready(const Core *c, int32_t t);
 int commit_lft(Core *c, int32_t n, uint32_t mod, const uint8_t *in, uint8_t *out);
 long pump_step(Core *c, int fd, int32_t row, uint32_t cid);
 PyObject *Core_watch(Core *c, PyObject *const *args, Py_ssize_t nargs);

@@ -145,7 +145,7 @@ int get_attr(const Core *c, int32_t d, unsigned attr, uint32_t mod, uint8_t *out
     case A_PORT_INFO: { /* sma.port_info, _target_port */
         uint32_t num = mod & 0xFF;
         int32_t t = (!c->is_switch[n] && (num == 0 || num == c->num[d])) ? d : port_of(c, n, num);
-        if (t < 0 || !c->pi_valid[t])
+        if (t < 0 || !pi_ready(c, t))
             return 0;
         memcpy(out, c->pi + (size_t)t * ATTR, ATTR);
         out[c->pi_local_at] = (uint8_t)c->num[d];

@@ -13,21 +13,28 @@
  * and Dispatch.routed do. */
 #include "madcore.h"
 
-/* a big-endian bit field (IBA's numbering: bit 0 the top bit of byte 0), at most 64 bits */
+/* a big-endian bit field (IBA's numbering: bit 0 the top bit of byte 0) of at most 64
+ * bits: the (at most 9) bytes it spans, as one number */
 static uint64_t get_bits(const uint8_t *b, int off, int width)
 {
-    uint64_t v = 0;
-    for (int i = off; i < off + width; i++)
-        v = v << 1 | ((b[i >> 3] >> (7 - (i & 7))) & 1u);
-    return v;
+    int first = off >> 3, last = (off + width - 1) >> 3, shift = 7 - ((off + width - 1) & 7);
+    unsigned __int128 acc = 0;
+    for (int i = first; i <= last; i++)
+        acc = acc << 8 | b[i];
+    acc >>= shift;
+    return width == 64 ? (uint64_t)acc : (uint64_t)acc & ((UINT64_C(1) << width) - 1);
 }
 
 static void put_bits(uint8_t *b, int off, int width, uint64_t v)
 {
-    for (int i = off + width - 1; i >= off; i--, v >>= 1) {
-        uint8_t bit = (uint8_t)(0x80u >> (i & 7));
-        b[i >> 3] = (uint8_t)((v & 1u) ? (b[i >> 3] | bit) : (b[i >> 3] & ~bit));
-    }
+    int first = off >> 3, last = (off + width - 1) >> 3, shift = 7 - ((off + width - 1) & 7);
+    unsigned __int128 mask = width == 64 ? ~UINT64_C(0) : ((UINT64_C(1) << width) - 1);
+    unsigned __int128 acc = 0;
+    for (int i = first; i <= last; i++)
+        acc = acc << 8 | b[i];
+    acc = (acc & ~(mask << shift)) | (((unsigned __int128)v & mask) << shift);
+    for (int i = last; i >= first; i--, acc >>= 8)
+        b[i] = (uint8_t)acc;
 }
 
 static uint64_t stored(const Core *c, int32_t t, int64_t col)
@@ -49,6 +56,26 @@ static int field(const int64_t *f, const uint8_t *b, uint64_t *out)
     return 1;
 }
 
+/* Whether row ``t``'s PortInfo is encoded, encoding it (Python's encoder, given by
+ * set_rules) when it is not yet: a cache filled, nothing changed.  If that fails, the
+ * MAD is left to Python, which meets the failure again and answers for it. */
+int pi_ready(const Core *c, int32_t t)
+{
+    if (c->pi_valid[t])
+        return 1;
+    if (c->encode_pi == NULL)
+        return 0;
+    PyObject *row = PyLong_FromLong(t);
+    PyObject *r = row != NULL ? PyObject_CallOneArg(c->encode_pi, row) : NULL;
+    Py_XDECREF(row);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(r);
+    return c->pi_valid[t];
+}
+
 /* Whether the Set in ``in`` to the PortInfo that modifier ``mod`` names, reached at row
  * ``d``, is one the core carries out; if so ``p`` says what it writes.  Writes nothing. */
 int plan_set(const Core *c, int32_t d, uint32_t mod, const uint8_t *in, SetPlan *p)
@@ -66,7 +93,7 @@ int plan_set(const Core *c, int32_t d, uint32_t mod, const uint8_t *in, SetPlan 
         t = d;
     else
         return 0; /* another port of a CA: "invalid field", Python's to say */
-    if (t < 0 || !c->pi_valid[t])
+    if (t < 0 || !pi_ready(c, t))
         return 0;
     const uint8_t *cur = c->pi + (size_t)t * ATTR;
     uint64_t state = get_bits(in, (int)c->facts[SF_STATE][0], (int)c->facts[SF_STATE][1]);
@@ -183,12 +210,13 @@ int commit_lft(Core *c, int32_t n, uint32_t mod, const uint8_t *in, uint8_t *out
     return 0;
 }
 
-/* set_rules(table, facts, setv, columns, on_set, on_lft): the Set rules (SET_ROW int64s a
+/* set_rules(table, facts, setv, columns, on_set, on_lft, encode_pi): the Set rules (SET_ROW int64s a
  * settable component: bit offset, width, rule, column (COL_*), three arguments), the
  * facts (bit offset and width of LinkState, PortPhysicalState, NeighborMTU, OperVLs as
  * written, MtuCap and VLCap as encoded), the flat state's setv and its columns, and what
  * to call with a port's row after a PortInfo Set and with a switch's node after a
- * forwarding table block's. */
+ * forwarding table block's, and to encode a port's PortInfo (its row) when the core
+ * needs it and it is not encoded (a Set changed it since). */
 static int read_int64s(PyObject *obj, int64_t *out, Py_ssize_t max, Py_ssize_t *n)
 {
     Py_buffer b;
@@ -213,9 +241,10 @@ static int bits_ok(int64_t off, int64_t width)
 
 PyObject *Core_set_rules(Core *c, PyObject *args)
 {
-    PyObject *table, *facts, *setv, *on_set, *on_lft;
+    PyObject *table, *facts, *setv, *on_set, *on_lft, *encode_pi;
     Py_ssize_t cols, nt, nf;
-    if (!PyArg_ParseTuple(args, "OOOnOO", &table, &facts, &setv, &cols, &on_set, &on_lft))
+    if (!PyArg_ParseTuple(args, "OOOnOOO", &table, &facts, &setv, &cols, &on_set, &on_lft,
+                          &encode_pi))
         return NULL;
     if (c->set_n || c->has_setv) {
         PyErr_SetString(PyExc_RuntimeError, "set rules given twice");
@@ -225,7 +254,7 @@ PyObject *Core_set_rules(Core *c, PyObject *args)
     if (read_int64s(table, tab, SET_MAX * SET_ROW, &nt) < 0 || read_int64s(facts, fa, SF_COUNT * 2, &nf) < 0)
         return NULL;
     int ok = nt > 0 && nt % SET_ROW == 0 && nf == SF_COUNT * 2 && cols >= 1 && PyCallable_Check(on_set) &&
-             PyCallable_Check(on_lft);
+             PyCallable_Check(on_lft) && PyCallable_Check(encode_pi);
     for (Py_ssize_t i = 0; ok && i < nt / SET_ROW; i++) { /* each field inside PortInfo */
         const int64_t *r = tab + i * SET_ROW;
         ok = bits_ok(r[0], r[1]) && r[2] >= R_LINK && r[2] <= R_EXTERNAL && r[3] >= COL_LINK &&
@@ -254,6 +283,8 @@ PyObject *Core_set_rules(Core *c, PyObject *args)
     c->on_set = on_set;
     Py_INCREF(on_lft);
     c->on_lft = on_lft;
+    Py_INCREF(encode_pi);
+    c->encode_pi = encode_pi;
     c->set_n = (int)(nt / SET_ROW);
     Py_RETURN_NONE;
 }
