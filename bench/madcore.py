@@ -3,8 +3,8 @@
 of 2,048 HCAs, in one run.
 
 Each server is started, configured by a real OpenSM (``opensm -o``), then a real
-``ibnetdiscover`` runs several times; the server's CPU time (user + system, from
-/proc) over the discoveries is divided by the MADs they sent (fabriclab's count, from
+``ibnetdiscover`` runs several times; the server's CPU time (the scheduler's count,
+/proc/PID/task/*/schedstat) over the discoveries is divided by the MADs they sent (fabriclab's count, from
 its admin op ``stats``; ibsim is sent the same discoveries).  Rounds alternate between
 the servers; figures are medians.  ``--profile CORE`` also runs that core under
 cProfile and prints where the server's time goes.
@@ -23,20 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from replay import cpu_seconds
 from server import Fabriclab, Ibsim, _opensm, _timed, _tool_env, bench_fabric
 
 from fabriclab.formats import ibsim_net
 from fabriclab.model.cluster import find_port
 from fabriclab.sim.run.admin import admin_path, call
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    """Seconds of CPU process ``pid`` has used (utime + stime, proc(5))."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+_cpu = cpu_seconds  # the scheduler's count (schedstat), as bench/replay.py's
 
 
 class Core(Fabriclab):

@@ -34,7 +34,7 @@ from ...ib.caps import CAP_IS_SM
 from ...ib.enums import PortState
 from ...ib.mad.consts import STATUS_METHOD_ATTR_UNSUPPORTED, Method
 from ...ib.mad.layouts import SM_INFO
-from . import updown
+from . import portinfo, updown
 from .state import SimFabric, SimPort
 
 SUBNET_TIMEOUT = 18
@@ -51,31 +51,53 @@ def configure(sim: SimFabric, sm_port: SimPort) -> None:
     module).  Ports whose link is not up stay as they are."""
     sm_lid = sm_port.lid
     active = PortState.ACTIVE
+    # The values a Set would write, straight into each port's row of the flat state
+    # (portinfo.STORED's columns): through the ports' properties, a tenth of the
+    # 32,768-HCA fabric's start would go here.
+    sv, width = sim.flat.setv, len(portinfo.STORED)
+    smlid, smsl, timeout, mkey, lease, protect, phy_err, overrun, op_vls, hoq, enf_in, enf_out = (
+        portinfo.STORED.index(name)
+        for name in (
+            "smlid",
+            "smsl",
+            "subnet_timeout",
+            "mkey",
+            "mkey_lease",
+            "mkey_protect",
+            "local_phy_err",
+            "overrun_err",
+            "op_vls",
+            "hoq_life",
+            "part_enf_in",
+            "part_enf_out",
+        )
+    )
     for node in sim.nodes:
         switch = node.is_switch
         for p in node.ports:
             if p is None:
                 continue
+            b = p._r * width
             if p.is_endport:
                 p.lmc = 0
-                p.smlid, p.smsl = sm_lid, 0
-                p.subnet_timeout = SUBNET_TIMEOUT
-                p.mkey = p.mkey_lease = p.mkey_protect = 0
+                sv[b + smlid], sv[b + smsl] = sm_lid, 0
+                sv[b + timeout] = SUBNET_TIMEOUT
+                sv[b + mkey] = sv[b + lease] = sv[b + protect] = 0
             elif p.peer is None:
                 continue  # a switch port with no cable: nothing an SM sets there
             q = p.peer
             if p.num != 0 and (q is None or not p.up or not q.up):
                 p.pi = None
                 continue
-            p.local_phy_err = p.overrun_err = ERROR_THRESHOLD
+            sv[b + phy_err] = sv[b + overrun] = ERROR_THRESHOLD
             if p.num != 0:
                 p.state = active
-                p.op_vls = OP_VLS
+                sv[b + op_vls] = OP_VLS
                 if switch:
                     to_switch = q is not None and q.node.is_switch
-                    p.hoq_life = HOQ_BETWEEN_SWITCHES if to_switch else HOQ_TO_CA
+                    sv[b + hoq] = HOQ_BETWEEN_SWITCHES if to_switch else HOQ_TO_CA
                     if to_switch:
-                        p.part_enf_in = p.part_enf_out = 0
+                        sv[b + enf_in] = sv[b + enf_out] = 0
             p.pi = None  # encoded anew when read (the routes: the bump below, for all)
     for ni, (lft, top) in updown.lfts(sim).items():
         sw = sim.nodes[ni].sw
