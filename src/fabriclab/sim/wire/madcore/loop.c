@@ -9,7 +9,10 @@
  * microseconds of an answer, and a server found awake saves both sides the kernel's
  * wake-up, which is most of what an exchange costs (docs/benchmarks.md, "Polling before
  * sleeping"); Linux's busy polling of sockets (SO_BUSY_POLL) does the same for network
- * devices.  It costs at most ``spin_us`` of CPU after the last MAD of a burst. */
+ * devices.  It costs at most ``spin_us`` of CPU after the last MAD of a burst.  A poll
+ * that finds nothing costs CPU a busy client needs (an SM's threads, on a machine of
+ * two cores): after one, the next 2 waits sleep at once, after another the next 4, up
+ * to 2^SPIN_BACKOFF_MAX, until a poll finds something again. */
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -106,13 +109,22 @@ PyObject *Core_serve(Core *c, PyObject *const *args, Py_ssize_t nargs)
         long last = c->last_ns, spin = spin_ns;
         if (left >= 0 && spin > left * 1000000L)
             spin = left * 1000000L; /* never past the time Python asked for */
+        int polled = spin > 0 && last != 0 && c->spin_skip == 0;
+        if (spin > 0 && last != 0 && c->spin_skip > 0)
+            c->spin_skip--;
         Py_BEGIN_ALLOW_THREADS
-        if (spin > 0 && last != 0) /* poll a while after the last thing found */
+        if (polled) /* poll a while after the last thing found */
             while ((n = epoll_wait(fd, ev, EVENTS, 0)) == 0 && now_ns() - last < spin)
                 ;
         if (n == 0)
             n = epoll_wait(fd, ev, EVENTS, (int)(left > INT32_MAX ? INT32_MAX : left));
         Py_END_ALLOW_THREADS
+        if (polled && n == 0) { /* in vain: the next waits sleep at once, more each time */
+            c->spin_fails = c->spin_fails < SPIN_BACKOFF_MAX ? c->spin_fails + 1 : SPIN_BACKOFF_MAX;
+            c->spin_skip = 1 << c->spin_fails;
+        } else if (polled) {
+            c->spin_fails = 0;
+        }
         if (n > 0)
             c->last_ns = now_ns();
         if (n < 0) {

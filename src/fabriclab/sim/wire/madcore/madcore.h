@@ -79,6 +79,7 @@ typedef struct {
     int32_t *reg_row;
     uint32_t *reg_cid;
     long last_ns; /* loop.c: when its wait last found something (CLOCK_MONOTONIC) */
+    int spin_fails, spin_skip; /* loop.c: polls in vain in a row; waits left to sleep at once */
     /* set.c's rules (Core.set_rules; set_n 0: none given, Sets are Python's) */
     int set_n;
     int64_t set_tab[SET_MAX * SET_ROW];
@@ -99,7 +100,7 @@ typedef struct {
 
 /* descriptors loop.c serves natively: below FD_MAX; its polling before it sleeps: at
  * most SPIN_US_MAX microseconds */
-enum { FD_MAX = 1 << 16, SPIN_US_MAX = 10000 };
+enum { FD_MAX = 1 << 16, SPIN_US_MAX = 10000, SPIN_BACKOFF_MAX = 6 };
 #define PUMP_ERROR LONG_MIN /* pump_step: a Python error is set */
 
 
