@@ -609,3 +609,15 @@ def test_forwarding_table_sets_are_carried_out_natively_and_alike(pair):
         same(n, p, dr(Attr.LINEAR_FDB, path, block, Method.SET, bytes(64)))
         assert _ports_state(n) == _ports_state(p)
     assert sma_calls[0] == 2
+
+
+def test_a_peer_row_out_of_range_leaves_the_set_to_python_alike(pair):
+    """A port whose peer row is no row (state Python may hold, never a cabled link):
+    the core does not read past its arrays; the Set is the Python path's, which fails
+    on it the same way (one MAD)."""
+    n, p = pair()
+    same(n, p, dr(Attr.PORT_INFO, [], 1))
+    for s in (n, p):
+        s.srv.sim.flat.peer[s.cl.port._r] = 1 << 30
+    same(n, p, _pi_set(n, p, [], 1, LinkState=3))
+    assert n.srv.stats.malformed == p.srv.stats.malformed == 1  # a failure costs one MAD

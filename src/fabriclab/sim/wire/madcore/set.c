@@ -104,7 +104,8 @@ int plan_set(const Core *c, int32_t d, uint32_t mod, const uint8_t *in, SetPlan 
     if (c->num[t] != 0 && (state == PS_ARMED || state == PS_ACTIVE)) {
         unsigned need = state == PS_ARMED ? PS_INIT : PS_ARMED;
         int32_t q = c->peer[t];
-        if (c->phys[t] != LINKUP || q < 0 || (now != need && now != state) || c->state[q] < need)
+        if (c->phys[t] != LINKUP || q < 0 || q >= c->rows || (now != need && now != state) ||
+            c->state[q] < need)
             return 0;
     }
     uint64_t mtu = 0, mtu_cap = 0, vls = 0, vl_cap = 0;
@@ -198,6 +199,11 @@ int32_t plan_lft(const Core *c, int32_t d, uint32_t mod)
  * (the table could not grow). */
 int commit_lft(Core *c, int32_t n, uint32_t mod, const uint8_t *in, uint8_t *out)
 {
+    if (!PyList_Check(c->lfts) || n >= PyList_GET_SIZE(c->lfts) ||
+        !PyByteArray_Check(PyList_GET_ITEM(c->lfts, n))) { /* changed since plan_lft */
+        PyErr_SetString(PyExc_RuntimeError, "a switch's forwarding table went away");
+        return -1;
+    }
     PyObject *lft = PyList_GET_ITEM(c->lfts, n);
     Py_ssize_t size = PyByteArray_GET_SIZE(lft), end = ((Py_ssize_t)mod + 1) * 64;
     if (size < end) {
