@@ -21,17 +21,17 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-# binary -> (the op's name, bus bandwidth factor kind, whether a reduction op is shown,
-# whether a root is): src/<op>.cu's GetBw and RunTest (all_gather, alltoall and
+# binary -> (bus bandwidth factor kind, whether a reduction op is shown, whether a
+# root is): src/<op>.cu's GetBw and RunTest (all_gather, alltoall and
 # broadcast print "none" as redop; only broadcast and reduce have a root)
-BINARIES: dict[str, tuple[str, str, bool, bool]] = {
-    "all_reduce_perf": ("all_reduce", "allreduce", True, False),
-    "all_gather_perf": ("all_gather", "gather", False, False),
-    "reduce_scatter_perf": ("reduce_scatter", "gather", True, False),
-    "alltoall_perf": ("alltoall", "gather", False, False),
-    "broadcast_perf": ("broadcast", "one", False, True),
-    "reduce_perf": ("reduce", "one", True, True),
-    "sendrecv_perf": ("sendrecv", "one", True, False),
+BINARIES: dict[str, tuple[str, bool, bool]] = {
+    "all_reduce_perf": ("allreduce", True, False),
+    "all_gather_perf": ("gather", False, False),
+    "reduce_scatter_perf": ("gather", True, False),
+    "alltoall_perf": ("gather", False, False),
+    "broadcast_perf": ("one", False, True),
+    "reduce_perf": ("one", True, True),
+    "sendrecv_perf": ("one", True, False),
 }
 # nccl-tests' type names and sizes (common.cu test_typenames, wordSize)
 TYPES = {
@@ -46,13 +46,12 @@ TYPES = {
     "double": 8,
     "bfloat16": 2,
 }
-OPS = ("sum", "prod", "max", "min", "avg")
 
 
 def bus_factor(binary: str, nranks: int) -> float:
     """busbw / algbw of ``binary`` on ``nranks`` ranks (src/<op>.cu GetBw): 2(n-1)/n for
     all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise."""
-    kind = BINARIES[binary][1]
+    kind = BINARIES[binary][0]
     if kind == "allreduce":
         return 2.0 * (nranks - 1) / nranks
     if kind == "gather":
@@ -66,7 +65,7 @@ def size_and_count(binary: str, size: int, nranks: int, type_: str = "float") ->
     ranks, each rank's part a multiple of 16 bytes, and show the per-rank count."""
     elt = TYPES[type_]
     count = size // elt
-    if BINARIES[binary][1] == "gather":
+    if BINARIES[binary][0] == "gather":
         base = (count // nranks) & ~(16 // elt - 1)
         return base * nranks * elt, base
     return count * elt, count
@@ -153,7 +152,7 @@ def row(
 ) -> Row:
     """The row nccl-tests prints for the asked ``size`` timed at ``out_us`` out of place
     and ``in_us`` in place."""
-    _, _, has_op, has_root = BINARIES[binary]
+    _, has_op, has_root = BINARIES[binary]
     shown, count = size_and_count(binary, size, nranks, type_)
     return Row(
         shown,
