@@ -80,6 +80,7 @@ class Tray:
     host: str
     gpus: list[Gpu] = field(default_factory=list)
     hcas: list[Node] = field(default_factory=list)
+    gpu_model: str = "gb200"  # a key of fabriclab.gpus.MODELS
 
     def hca(self, name: str) -> Node | None:
         """The tray's HCA named ``name`` (``mlx5_0``), if it has one."""

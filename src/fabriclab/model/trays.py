@@ -28,7 +28,7 @@ def make_trays(assembly: Assembly) -> None:
     for gi, group in enumerate(spec.trays):
         hcas = hca_specs(group)
         for host in group.host_names():
-            tray = Tray(host)
+            tray = Tray(host, gpu_model=group.gpu)
             for hi, h in enumerate(hcas):
                 model = devices.ca_model(h.model)
                 desc = h.desc if h.desc is not None else f"{host} {h.name}"

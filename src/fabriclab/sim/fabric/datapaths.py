@@ -206,7 +206,8 @@ class Routes:
 
 
 def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray) -> Routes:
-    """Route flows from ports ``src`` to ports ``dst`` (flat indices)."""
+    """Route flows from ports ``src`` to ports ``dst`` (flat indices; a switch's port 0
+    as the destination: the switch, as a SHARP aggregation tree's flows have it)."""
     nflows = len(src)
     end = np.full(nflows, LOST, dtype=np.int8)
     at = np.full(nflows, -1, dtype=np.int64)
@@ -237,14 +238,17 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray) -> Routes:
             end[arrived[~hit]], at[arrived[~hit]] = LOST, where[~hit]
             alive, ingress = alive[sw], ingress[sw]
         out = snap.lft_flat[snap.row_at[ingress] + dlid[alive]].astype(np.int64)
-        to_self = out == 0  # for the switch itself: not the CA the flow is for
+        to_self = out == 0  # for the switch itself: delivered when it is the destination
         relay = (out == 0xFF) | (out >= snap.size_at[ingress])
         nxt = snap.base_at[ingress] + np.where(relay, 0, out)
         relay |= ~snap.exists[nxt]
         if relay.any():
             end[alive[relay]], at[alive[relay]] = RELAY, ingress[relay]
         if to_self.any():
-            end[alive[to_self]], at[alive[to_self]] = LOST, ingress[to_self]
+            mine = to_self & (snap.node[ingress] == snap.node[dst[alive]])
+            end[alive[mine]] = DELIVERED
+            lost = to_self & ~mine
+            end[alive[lost]], at[alive[lost]] = LOST, ingress[lost]
         keep = ~(relay | to_self)
         alive, egress = alive[keep], nxt[keep]
     # alive here looped: LOST, already the default

@@ -138,6 +138,19 @@ class Event(_Strict):
     description: str = Field("", max_length=4000)
 
 
+class Collective(_Strict):
+    op: Literal["collective"]
+    collective: str
+    sizes: list[Annotated[int, Field(ge=0, le=1 << 50)]] = Field(min_length=1, max_length=64)
+    nodes: str = Field(min_length=1, max_length=100000)
+    gpus_per_node: int | None = Field(None, ge=1, le=64)
+    algo: str = "auto"
+    proto: str = "auto"
+    env: dict[str, str] = {}
+    links: bool = False
+    apply: int = Field(0, ge=0, le=1 << 20)  # times each size runs, its bytes put on the fabric
+
+
 Request = Annotated[
     Clock
     | Advance
@@ -153,7 +166,8 @@ Request = Annotated[
     | TopologyInputs
     | Stats
     | Watch
-    | Event,
+    | Event
+    | Collective,
     Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Request] = TypeAdapter(Request)

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ...collectives import live as collectives
 from ...errors import InputError, Problem
 from ...model.fabric import Port
 from ...model.lookup import lookup
@@ -165,5 +166,6 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "traffic": lambda live, r: live.traffic_request(r.verb, r.args, r.options.given()),
     "watch": _watch,
     "event": _event,
+    "collective": collectives.answer,
 }
 assert set(_ANSWERS) == set(m.OPS), "every operation the model takes is answered"

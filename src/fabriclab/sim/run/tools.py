@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ... import safedir
 from ...errors import FabriclabError, InputError, Problem
+from ...formats import nccl_tests
 from ...ib import hostwire, simwire
 from ...model.cluster import Cluster
 from ...statedir import state_dir
@@ -403,6 +404,12 @@ def write_shims(
             f"exec {shlex.join(fabriclab_argv())} nvidia-smi --name {shlex.quote(inst.name)} "
             f'{shlex.quote(tray)} -- "$@"\n'
         )
+        # nccl-tests' binaries, timed on the model, their bytes put on the fabric
+        for binary in nccl_tests.BINARIES:
+            scripts[binary] = (
+                f"exec {shlex.join(fabriclab_argv())} nccl-tests --name {shlex.quote(inst.name)} "
+                f'--on {shlex.quote(tray)} --apply -- {binary} "$@"\n'
+            )
     scripts["sudo"] = (
         "# runs the command as the caller: the emulated tray's tools need no root\n"
         'while [ $# -gt 0 ]; do case "$1" in -[ugCDhpRrTU]) shift 2 ;; --) shift; break ;;'

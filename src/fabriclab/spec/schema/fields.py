@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from ... import gpus
 from ...ib import devices, rates
 from ...ib.ids import DEVID_MAX, GUID_MAX, VENDID_MAX
 from ...limits import INT_DIGITS_MAX, NAME_MAX
@@ -124,6 +125,15 @@ def _known(lookup):
 
 
 CaModelKey = Annotated[str, AfterValidator(_known(devices.ca_model))]
+
+
+def _gpu_model(v: str) -> str:
+    if v not in gpus.MODELS:
+        raise ValueError(f"unknown GPU model {v!r}; one of: {', '.join(gpus.MODELS)}")
+    return v
+
+
+GpuModelKey = Annotated[str, AfterValidator(_gpu_model)]
 SwitchModelKey = Annotated[str, AfterValidator(_known(devices.switch_model))]
 Rate = Annotated[str, BeforeValidator(lambda v: check_rate(str(v)))]
 WidthToken = Annotated[str, BeforeValidator(lambda v: check_width(str(v)))]

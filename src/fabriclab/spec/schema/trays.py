@@ -7,10 +7,11 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
+from ... import gpus as gpus_facts
 from ...ib.ids import MAX_PORTS
 from ...limits import HOST_NAME_MAX
 from .. import hostlist
-from .fields import AnyLid, CaModelKey, DeviceId, Guid, Strict, VendorId
+from .fields import AnyLid, CaModelKey, DeviceId, GpuModelKey, Guid, Strict, VendorId
 
 
 class HcaSpec(Strict):
@@ -33,6 +34,7 @@ class TrayGroup(Strict):
 
     hosts: str
     gpus: int = Field(4, ge=0, le=64)
+    gpu: GpuModelKey = gpus_facts.DEFAULT  # the GPUs' model: their NVLinks (fabriclab.gpus)
     hcas: int | list[HcaSpec] = Field(4)
     hca_ports: int = Field(1, ge=1, le=2)
     hca_model: CaModelKey = "connectx-7"

@@ -1,0 +1,228 @@
+"""The commands that time collectives: collective, nccl-tests."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from .common import (
+    JsonOpt,
+    NameOpt,
+    TraysOpt,
+    after_dashes,
+    command,
+    fabric_name,
+    group,
+    load_cluster,
+    print_json,
+    say,
+    show,
+    table,
+    write,
+)
+
+PANEL = "Collectives"
+commands = group("Collectives timed over the modelled fabric.", panel=PANEL)
+
+SpecOpt = typer.Argument(
+    None, help="A spec YAML file or a preset name (none: the running fabric, --name)."
+)
+OpOpt = typer.Option(
+    ...,
+    "--op",
+    help="all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce or send-recv.",
+)
+SizeOpt = typer.Option(
+    ..., "--size", help="Bytes, as nccl-tests takes them: 8, 64K, 1M, 8G (powers of 1024)."
+)
+NodesOpt = typer.Option(
+    ...,
+    "--nodes",
+    help="The trays, a Slurm hostlist; an entry may end :GPUS (gb-r01-t01:0-1).",
+)
+GpusOpt = typer.Option(
+    None, "--gpus-per-node", min=1, max=64, help="GPUs per tray (default: all of them)."
+)
+AlgoOpt = typer.Option("auto", "--algo", help="ring, tree, nvls, collnet or auto (NCCL's choice).")
+ProtoOpt = typer.Option("auto", "--proto", help="simple, ll, ll128 or auto (NCCL's choice).")
+
+
+def _estimates(
+    spec: str | None,
+    name: str | None,
+    trays: int | None,
+    request: dict,
+) -> tuple[dict, str]:
+    """The answer to ``request`` (sizes, nodes, ...) on a spec or the running fabric,
+    and the name of its GPUs."""
+    from ..collectives import run
+    from ..gpus import model
+
+    if spec is None:
+        from ..sim.run import admin
+
+        fabric = fabric_name(name)
+        answer = admin.request(fabric, {"op": "collective", **request})
+        from ..sim.run.records import Instance
+
+        inst = Instance.load(fabric)
+        cluster = load_cluster(inst.spec, inst.trays)
+    else:
+        if request.get("apply"):
+            from ..errors import InputError, Problem
+
+            raise InputError([Problem("--apply", "needs a running fabric: leave out SPEC")])
+        from ..sim.fabric.datapaths import Snapshot
+
+        cluster = load_cluster(spec, trays)
+        sim = run.routed_fabric(cluster)
+        snap = Snapshot(sim)
+        first = dict(request, collective=request["collective"])
+        req = run.Request(
+            first["collective"],
+            first["sizes"][0],
+            first["nodes"],
+            first.get("gpus_per_node"),
+            first.get("algo", "auto"),
+            first.get("proto", "auto"),
+            first.get("env"),
+        )
+        p = run.plan(cluster, sim, snap, req)
+        docs = []
+        for k, size in enumerate(request["sizes"]):
+            d = run.to_json(snap, p, p.estimate(size))
+            if not (request.get("links") and k == 0):
+                d.pop("links")
+            docs.append(d)
+        answer = {"estimates": docs}
+    from ..collectives.placement import parse_nodes
+
+    first_host = parse_nodes(request["nodes"])[0][0]
+    tray = cluster.tray(first_host)
+    gpu = model(tray.gpu_model).name if tray is not None else model("gb200").name
+    return answer, gpu
+
+
+@command(commands)
+def collective(
+    spec: str | None = SpecOpt,
+    op: str = OpOpt,
+    size: str = SizeOpt,
+    nodes: str = NodesOpt,
+    gpus_per_node: int | None = GpusOpt,
+    algo: str = AlgoOpt,
+    proto: str = ProtoOpt,
+    apply: bool = typer.Option(
+        False, "--apply", help="Put its bytes on the running fabric as traffic-engine flows."
+    ),
+    trays: int | None = TraysOpt,
+    name: str | None = NameOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Estimate a collective on trays of a spec or of the running fabric: its time,
+    algorithm and bus bandwidth (nccl-tests' definitions), NCCL's choice of algorithm
+    and protocol and why, and the bytes on each InfiniBand port it loads.  NCCL_*
+    variables in the environment act on it (NCCL_IB_HCA, NCCL_ALGO, NCCL_PROTO,
+    NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_CROSS_NIC, NCCL_COLLNET_ENABLE).
+
+    Example: fabriclab collective gb200-su --op all-reduce --size 1G --nodes 'gb-r0[1-2]-t01'
+    """
+    from ..collectives.knobs import environment
+    from ..collectives.perf import parse_size
+
+    request = {
+        "collective": op,
+        "sizes": [parse_size(size, "--size")],
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "algo": algo,
+        "proto": proto,
+        "env": environment(os.environ),
+        "links": True,
+        "apply": 1 if apply else 0,
+    }
+    answer, _gpu = _estimates(spec, name, trays, request)
+    d = answer["estimates"][0]
+    if json_out:
+        print_json({**d, **({"flows": answer["flows"]} if "flows" in answer else {})})
+        return
+    show(
+        f"{d['op']} of {d['size']} B on {d['ranks']} ranks in {d['nodes']} NVLink group(s), "
+        f"{d['channels']} channel(s)"
+    )
+    show(
+        f"time {d['time_s'] * 1e6:.1f} us, algbw {d['algbw_GBps']:.2f} GB/s, "
+        f"busbw {d['busbw_GBps']:.2f} GB/s"
+    )
+    show(f"algorithm {d['algorithm']}, protocol {d['protocol']}: {d['why']}")
+    links = d["links"]
+    if links:
+        rows = [
+            (
+                x["from"],
+                x["to"] or "",
+                str(x["bytes"]),
+                f"{x['GBps']:.2f}",
+                f"{x['capacity_GBps']:.2f}",
+            )
+            for x in links
+        ]
+        cols = ("from", "to", "bytes", "GB/s", "capacity GB/s")
+        table(f"InfiniBand ports loaded ({len(links)})", cols, rows, right=cols[2:])
+    if "flows" in answer:
+        f = answer["flows"]
+        say(f"applied: {f['count']} flow(s) from id {f['first']}")
+
+
+@command(commands, "nccl-tests")
+def nccl_tests(
+    words: list[str] = typer.Argument(
+        ..., help="[SPEC] then, after --, a *_perf binary's name and its options."
+    ),
+    nodes: str | None = typer.Option(
+        None, "--nodes", help="The trays (default: Slurm's SLURM_JOB_NODELIST, else --on)."
+    ),
+    on: str | None = typer.Option(
+        None, "--on", help="The tray the binary runs on (its node list when there is no other)."
+    ),
+    apply: bool = typer.Option(
+        False, "--apply", help="Put each row's bytes on the running fabric (warmup and iterations)."
+    ),
+    trays: int | None = TraysOpt,
+    name: str | None = NameOpt,
+) -> None:
+    """Print what nccl-tests' all_reduce_perf, all_gather_perf, ... print, timed on the
+    model: the header, each rank's line, the out-of-place and in-place table and the
+    average bus bandwidth.  NCCL_* variables in the environment act on it; under Slurm
+    or mpirun only process 0 prints.
+
+    Example: fabriclab nccl-tests gb200-su --nodes 'gb-r0[1-2]-t01' -- all_reduce_perf -b 8 -e 8G -f 2 -g 4
+    """
+    from ..collectives import perf
+    from ..collectives.estimate import OP_OF_BINARY
+    from ..collectives.knobs import environment
+    from ..formats import nccl_tests as fmt
+
+    words = after_dashes(words)
+    spec = None
+    if words and os.path.basename(words[0]) not in fmt.BINARIES:
+        spec, words = words[0], after_dashes(words[1:])
+    args = perf.parse_args(words)
+    job = perf.launch(nodes or (None if os.environ.get("SLURM_JOB_NODELIST") else on), os.environ)
+    per = perf.gpus_per_node(args, job)
+    nranks = per * len(job.nodes)
+    sizes = [fmt.size_and_count(args.binary, s, nranks, args.datatype)[0] for s in perf.sweep(args)]
+    request = {
+        "collective": OP_OF_BINARY[args.binary],
+        "sizes": sizes or [0],
+        "nodes": ",".join(job.nodes),
+        "gpus_per_node": per,
+        "env": environment(os.environ),
+        "apply": (args.warmup + args.iters * args.agg_iters) * 2 if apply else 0,
+    }
+    answer, gpu = _estimates(spec, name, trays, request)
+    if job.proc != 0:
+        return
+    times = [d["time_s"] * 1e6 for d in answer["estimates"]][: len(sizes)]
+    write(perf.render(args, job, times, nranks, gpu, os.getpid()), None)
