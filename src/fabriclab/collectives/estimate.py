@@ -195,12 +195,15 @@ class Plan:
         if pl.nnodes == 1:
             return nvl
         fab = self.fabrics[a]
-        if a == tuning.COLLNET_DIRECT:
-            # each group's share of the data goes up the tree and comes back once: the
-            # algorithm bandwidth is what the channels carry; NCCL's ratio for CollNet
-            # is 0.5
-            return min(fab.bus_GBps, nvl) / tuning.alg_ratio(a, pl.nranks, 1)
-        return min(fab.bus_GBps, nvl)
+        if a != tuning.COLLNET_DIRECT:
+            # NCCL's nChannels x what a channel's link gives it: for a tree too (NCCL's
+            # ratio 0.5 then halves it), where a node with children shares its HCA
+            # among more flows
+            return min(fab.bus_GBps, nvl)
+        # an aggregation tree's links carry the data once each way: what the channels
+        # carry is the algorithm bandwidth, NCCL's bus bandwidth that over its ratio for
+        # CollNet (0.5)
+        return min(fab.bus_GBps, nvl) / tuning.alg_ratio(a, pl.nranks, 1)
 
     # --- point to point ----------------------------------------------------------------
 

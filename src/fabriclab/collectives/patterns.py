@@ -10,12 +10,13 @@ channels spread over the rails).  Per channel:
   by its HCA of the same name when it has one (the same rail), with 1 by its HCA at
   the channel's position (src/graph/search.cc: 0 keeps one NIC per ring across nodes,
   2 prefers it);
-- tree: a double binary tree over the groups, channel c on tree c mod 2, each edge
-  carrying data both ways (the reduction up, the broadcast down).  NCCL's trees
+- tree: a double binary tree over the groups, the channels of each HCA alternating
+  between the two trees, each edge carrying data both ways (the reduction up, the broadcast down).  NCCL's trees
   (src/graph/trees.cc) number the nodes differently; each node has the same number of
   edges;
-- collnet: every group's HCA to the switch at the top of the channel's aggregation
-  tree and back (SHARP reduces in the switches on the way);
+- collnet: each link of the channel's SHARP aggregation tree (the routes from the
+  groups' HCAs up to the switch at its top) once each way: every switch reduces what
+  comes up to it into one stream;
 - all-to-all and send-recv: a flow from each rank's HCA to each peer's in another
   group (the peers of a send-recv: the next rank).
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sim.fabric.datapaths import Snapshot
+from ..sim.fabric.datapaths import Snapshot, route
 from .placement import Placement
 
 
@@ -93,8 +94,10 @@ def tree(snap: Snapshot, pl: Placement, nch: int, cross: int) -> Pattern:
     """Each tree edge both ways, per channel."""
     rows = []
     groups = pl.groups
+    k = max(len(g.nics) for g in groups)
     for c in range(nch):
-        for parent, child in tree_edges(len(groups), c % 2):
+        # the channels of one HCA alternate between the trees
+        for parent, child in tree_edges(len(groups), (c // k) % 2):
             gp, gc = groups[parent], groups[child]
             up = _pick(gc.nics, c)
             down = _pick(gp.nics, c)
@@ -139,14 +142,22 @@ def next_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def collnet(snap: Snapshot, pl: Placement, nch: int, roots: list[int]) -> Pattern:
-    """Each group's HCA of channel c to the switch ``roots[c]`` (a flat port 0) and
-    back: the back flow starts at the root's port towards the HCA."""
+    """SHARP's aggregation tree of each channel: the links of the routes from the
+    groups' HCAs (channel c's) up to the switch ``roots[c]`` (a flat port 0), each link
+    once whatever number of HCAs lies below it (each switch reduces what comes up to it
+    into one stream) and carrying the channel's data up and, the result, down."""
     rows = []
     for c in range(nch):
-        root = roots[c]
-        for g in pl.groups:
-            nic = snap.index(_pick(g.nics, c))
-            rows.append((nic, root, c, 1.0))
-            out = int(snap.lft_flat[snap.row_at[root] + snap.lid[nic]])
-            rows.append((int(snap.base_at[root]) + out, nic, c, 1.0))
+        nics = np.asarray([snap.index(_pick(g.nics, c)) for g in pl.groups], dtype=np.int64)
+        up = route(snap, nics, np.full(len(nics), roots[c]))
+        for e in np.unique(up.hops).tolist():
+            far = int(snap.peer[e])
+            rows.append((e, _end(snap, far), c, 1.0))
+            rows.append((far, _end(snap, e), c, 1.0))
     return Pattern.of(rows)
+
+
+def _end(snap: Snapshot, port: int) -> int:
+    """Where a one-link flow arriving at ``port`` ends: the port of a CA, a switch's
+    port 0."""
+    return int(snap.base_at[port]) if snap.is_switch[port] else port
