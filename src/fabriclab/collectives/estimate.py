@@ -126,7 +126,9 @@ class Plan:
             self.protos = {PROTO_NAMES[proto]}
         pl = placement
         k = max((len(g.nics) for g in pl.groups), default=1)
-        nch = max(16, 2 * k) if pl.nnodes > 1 else NVLS_CHANNELS
+        # 16 channels or more, as many on each HCA (NCCL's search gives each NIC its
+        # channels); within one group NCCL's NVLS channel count
+        nch = k * -(-16 // k) if pl.nnodes > 1 else NVLS_CHANNELS
         self.nch = min(max(nch, knobs.min_channels), knobs.max_channels)
         multi = [g.nvlink_GBps for g in pl.groups if len(g.ranks) > 1]
         self.nvlink_GBps = min(multi) if multi else math.inf
