@@ -8,8 +8,6 @@ import functools
 
 import pytest
 
-from fabriclab.collectives import knobs, run, tuning
-from fabriclab.collectives.estimate import OPS
 from fabriclab.errors import InputError
 from fabriclab.formats import nccl_tests
 from fabriclab.gpus import MODELS
@@ -19,6 +17,8 @@ from fabriclab.model.build import build
 from fabriclab.sim.fabric import routed
 from fabriclab.sim.fabric.datapaths import Snapshot
 from fabriclab.sim.fabric.state import SimFabric
+from fabriclab.sim.live.collectives import knobs, run, tuning
+from fabriclab.sim.live.collectives.estimate import OPS
 from fabriclab.sim.live.traffic.routes import WIRE_OVERHEAD_BYTES
 from fabriclab.spec.load import load_spec
 

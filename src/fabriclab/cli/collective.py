@@ -56,8 +56,8 @@ def _estimates(
 ) -> tuple[dict, str]:
     """The answer to ``request`` (sizes, nodes, ...) on a spec or the running fabric,
     and the name of its GPUs."""
-    from ..collectives import run
     from ..gpus import model
+    from ..sim.live.collectives import run
 
     if spec is None:
         from ..sim.run import admin
@@ -96,7 +96,7 @@ def _estimates(
                 d.pop("links")
             docs.append(d)
         answer = {"estimates": docs}
-    from ..collectives.placement import parse_nodes
+    from ..sim.live.collectives.placement import parse_nodes
 
     first_host = parse_nodes(request["nodes"])[0][0]
     tray = cluster.tray(first_host)
@@ -128,8 +128,8 @@ def collective(
 
     Example: fabriclab collective gb200-su --op all-reduce --size 1G --nodes 'gb-r0[1-2]-t01'
     """
-    from ..collectives.knobs import environment
-    from ..collectives.perf import parse_size
+    from ..sim.live.collectives.knobs import environment
+    from ..sim.live.collectives.perf import parse_size
 
     request = {
         "collective": op,
@@ -199,10 +199,10 @@ def nccl_tests(
 
     Example: fabriclab nccl-tests gb200-su --nodes 'gb-r0[1-2]-t01' -- all_reduce_perf -b 8 -e 8G -f 2 -g 4
     """
-    from ..collectives import perf
-    from ..collectives.estimate import OP_OF_BINARY
-    from ..collectives.knobs import environment
     from ..formats import nccl_tests as fmt
+    from ..sim.live.collectives import perf
+    from ..sim.live.collectives.estimate import OP_OF_BINARY
+    from ..sim.live.collectives.knobs import environment
 
     words = after_dashes(words)
     spec = None

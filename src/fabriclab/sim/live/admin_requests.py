@@ -11,7 +11,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ...collectives import live as collectives
 from ...errors import InputError, Problem
 from ...model.fabric import Port
 from ...model.lookup import lookup
@@ -19,6 +18,7 @@ from ..host import hostview
 from . import admin_model as m
 from . import durations, watch
 from .api import LiveFabric
+from .collectives import live as collectives
 from .events import Kind
 
 OPS = tuple(m.OPS)

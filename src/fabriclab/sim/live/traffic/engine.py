@@ -257,6 +257,15 @@ class TrafficEngine:
         """How many flows are running or retrying."""
         return int(np.isin(self._f.state[: self._f.n], LIVE).sum())
 
+    def snapshot(self) -> Snapshot:
+        """The fabric as routing sees it now: the engine's own, kept from call to call
+        and brought up to date by what changed since (see :meth:`_changed`).  Read it,
+        never change it."""
+        gen = self.sim.generation
+        if self._reroute or self._snap is None or self._snap.generation != gen.value:
+            self._changed(gen)
+        return self._snapshot()
+
     def reroute(self) -> None:
         """Route every flow again now (as when the fabric's generation moves)."""
         self.advance()

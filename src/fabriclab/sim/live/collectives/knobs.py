@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError, Problem
+from ....errors import InputError, Problem
 from . import tuning
 
 MAXCHANNELS = 64  # NCCL's MAXCHANNELS (src/include/device.h)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import InputError, Problem
-from ..gpus import model as gpu_model
-from ..model.cluster import Cluster, Gpu, Tray
-from ..sim.fabric.state import SimFabric, SimPort
-from ..spec import hostlist
+from ....errors import InputError, Problem
+from ....gpus import model as gpu_model
+from ....model.cluster import Cluster, Gpu, Tray
+from ....spec import hostlist
+from ...fabric.state import SimFabric, SimPort
 from .knobs import HcaFilter
 
 _GPUS = re.compile(r"^(\d+)(?:-(\d+))?$")

@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..errors import InputError, Problem
-from ..formats import nccl_tests
-from ..spec import hostlist
+from ....errors import InputError, Problem
+from ....formats import nccl_tests
+from ....spec import hostlist
 
 # (short, long, takes a value); src/common.cu longopts
 OPTIONS = (

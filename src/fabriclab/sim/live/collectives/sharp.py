@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sim.fabric.datapaths import DELIVERED, Snapshot, route
-from ..sim.fabric.state import SimFabric
+from ...fabric.datapaths import DELIVERED, Snapshot, route
+from ...fabric.state import SimFabric
 from .placement import Placement
 
 

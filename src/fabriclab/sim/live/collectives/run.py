@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError, Problem
-from ..model.cluster import Cluster
-from ..sim.fabric import routed
-from ..sim.fabric.datapaths import Snapshot
-from ..sim.fabric.state import SimFabric
+from ....errors import InputError, Problem
+from ....model.cluster import Cluster
+from ...fabric import routed
+from ...fabric.datapaths import Snapshot
+from ...fabric.state import SimFabric
 from . import sharp, tuning
 from .estimate import ALGO_NAMES, OPS, PROTO_NAMES, Estimate, Plan, port_loads
 from .knobs import Knobs

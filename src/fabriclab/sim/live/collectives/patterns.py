@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sim.fabric.datapaths import Snapshot, route
+from ...fabric.datapaths import Snapshot, route
 from .placement import Placement
 
 

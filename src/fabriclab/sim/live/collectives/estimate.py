@@ -20,15 +20,16 @@ flows take over InfiniBand and what the NVLink peers take.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, Problem
-from ..formats import nccl_tests
-from ..sim.fabric.datapaths import DELIVERED, ENDS, Snapshot, route
-from ..sim.live.traffic.maxmin import maxmin
-from ..sim.live.traffic.routes import Crossings
+from ....errors import InputError, Problem
+from ....formats import nccl_tests
+from ...fabric.datapaths import DELIVERED, ENDS, Snapshot, route
+from ..traffic.maxmin import maxmin
+from ..traffic.routes import Crossings
 from . import patterns, tuning
 from .knobs import Knobs
 from .placement import Placement
@@ -374,11 +375,27 @@ def carry(snap: Snapshot, pat: patterns.Pattern, nch: int) -> Fabric:
     return Fabric(pat, x, rate * pat.share, nch * slowest / 1e9 if math.isfinite(slowest) else 0.0)
 
 
+# each snapshot's node names, by node index (naming 100,000 ports through their objects
+# costs a quarter of a second)
+_NAMES: weakref.WeakKeyDictionary[Snapshot, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _node_names(snap: Snapshot) -> list[str]:
+    names = _NAMES.get(snap)
+    if names is None:
+        first = snap.base[:-1]
+        names = []
+        for start in first.tolist():
+            p = snap.ports[start] if start < snap.nports else None
+            if p is None:  # a CA's port 0 slot: its port 1 names it
+                p = snap.ports[start + 1] if start + 1 < snap.nports else None
+            names.append(str(p.node.fabric_node.name) if p is not None else "?")
+        _NAMES[snap] = names
+    return names
+
+
 def _port_name(snap: Snapshot, i: int) -> str:
-    p = snap.ports[i]
-    if p is None:
-        return f"port {i}"
-    return f"{p.node.fabric_node.name}[{p.num}]"
+    return f"{_node_names(snap)[int(snap.node[i])]}[{int(snap.num[i])}]"
 
 
 def port_loads(snap: Snapshot, est: Estimate) -> list[dict]:
@@ -392,16 +409,28 @@ def port_loads(snap: Snapshot, est: Estimate) -> list[dict]:
     rate = x.by_port @ fab.rate
     used = np.flatnonzero(nbytes > 0)
     order = used[np.lexsort((used, -nbytes[used]))]
-    out = []
-    for i in order.tolist():
-        j = int(snap.peer[i])
-        out.append(
-            {
-                "from": _port_name(snap, i),
-                "to": _port_name(snap, j) if j >= 0 else None,
-                "bytes": round(float(nbytes[i])),
-                "GBps": float(rate[i]) / 1e9,
-                "capacity_GBps": float(snap.capacity[i]) / 1e9,
-            }
+    names = _node_names(snap)
+    peer = snap.peer[order]
+    node, num = snap.node[order].tolist(), snap.num[order].tolist()
+    pnode = snap.node[np.maximum(peer, 0)].tolist()
+    pnum = snap.num[np.maximum(peer, 0)].tolist()
+    return [
+        {
+            "from": f"{names[a]}[{b}]",
+            "to": f"{names[c]}[{d}]" if j >= 0 else None,
+            "bytes": round(x),
+            "GBps": r / 1e9,
+            "capacity_GBps": cap / 1e9,
+        }
+        for a, b, c, d, j, x, r, cap in zip(
+            node,
+            num,
+            pnode,
+            pnum,
+            peer.tolist(),
+            nbytes[order].tolist(),
+            rate[order].tolist(),
+            snap.capacity[order].tolist(),
+            strict=True,
         )
-    return out
+    ]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import InputError, Problem
-from ..sim.fabric.datapaths import Snapshot
+from ....errors import InputError, Problem
+from ...fabric.datapaths import Snapshot
 from .estimate import Estimate
 from .run import Request, plan, to_json
 
@@ -17,10 +17,12 @@ def answer(live, r) -> dict:
     """Request ``r`` (:class:`...sim.live.admin_model.Collective`) on ``live``."""
     live.catch_up()
     eng = live.traffic
+    sim, cluster = live.sim, live.resolver.cluster
     if eng is not None:
         eng.advance()
-    sim, cluster = live.sim, live.resolver.cluster
-    snap = Snapshot(sim)
+        snap = eng.snapshot()  # kept up to date by the engine: no walk of every port
+    else:
+        snap = Snapshot(sim)
     req = Request(r.collective, r.sizes[0], r.nodes, r.gpus_per_node, r.algo, r.proto, r.env)
     p = plan(cluster, sim, snap, req)
     ests = [p.estimate(s) for s in r.sizes]
