@@ -1,77 +1,135 @@
-"""The model's bus bandwidth for the configurations docs/collectives.md sets beside
-published figures: all-reduce and all-gather of 8 GiB (nccl-tests' -e 8G row)
-inside one GB200 NVL72 domain (2, 8 and 72 GPUs), across InfiniBand (GB200 trays of
-different racks, 4 GPUs and 4 ConnectX-7 each; DGX H100 nodes, 8 GPUs and 8 HCAs), and
-one DGX H100 node.  NCCL's own choice of algorithm and protocol, nothing set.
+"""The model's bus bandwidth beside published nccl-tests figures: the calibration table
+of docs/collectives.md, printed as it stands there (``--markdown``;
+tests/test_collectives.py checks the page against it).
 
-    python bench/calibration.py [--json]
+Each case runs the model as the published run ran: the operation, 8 GiB (nccl-tests'
+``-e 8G`` row) unless the source's row was another size, and ``NCCL_ALGO`` where the
+source forced an algorithm; NCCL's own choice otherwise.
+
+    python bench/calibration.py [--markdown]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import functools
+from dataclasses import dataclass, field
 
 from fabriclab.model.build import build
 from fabriclab.sim.fabric.datapaths import Snapshot
 from fabriclab.sim.live.collectives import run
 from fabriclab.spec.load import load_spec
 
-SIZE = 8 << 30
-# (label, spec, trays to scale it to, nodes, GPUs per node)
-CASES = (
-    ("GB200, 2 GPUs, one tray (NVLink)", "gb200-su", None, "gb-r01-t01:0-1", None),
-    ("GB200, 8 GPUs, 2 trays of one NVL72 (MNNVL)", "gb200-su", None, "gb-r01-t[01-02]", None),
-    ("GB200, 72 GPUs, one NVL72 rack (MNNVL)", "gb200-su", None, "gb-r01-t[01-18]", None),
-    ("GB200, 2 trays of 2 racks (IB, 4 HCAs each)", "gb200-su", 288, "gb-r[01-02]-t01", None),
-    ("GB200, 4 trays of 4 racks (IB)", "gb200-su", 288, "gb-r[01-04]-t01", None),
-    ("GB200, 8 trays of 8 racks (IB)", "gb200-su", 288, "gb-r[01-08]-t01", None),
-    ("GB200, 16 trays of 16 racks (IB)", "gb200-su", 288, "gb-r[01-16]-t01", None),
-    ("H100, 8 GPUs, one node (NVLink)", "h100-su", None, "dgx001", None),
-    ("H100, 2 nodes (IB, 8 HCAs each)", "h100-su", None, "dgx[001-002]", None),
-    ("H100, 4 nodes (IB)", "h100-su", None, "dgx[001-004]", None),
-    ("H100, 8 nodes (IB)", "h100-su", None, "dgx[001-008]", None),
-    ("H100, 16 nodes (IB)", "h100-su", None, "dgx[001-016]", None),
+GIB = 1 << 30
+AZURE_GB200 = (
+    "Azure/AI-benchmarking-guide, Azure_Results/ND_GB200_v6_results.md @2a370be6 "
+    "(NCCL 2.25.1, Ring, in place)"
+)
+COREWEAVE = (
+    "coreweave/nccl-tests README.md @cb865533, GB200 single rack (NCCL 2.26.2, out of place)"
+)
+LIXUEDUAN = (
+    "lixueduan.com/posts/ai/13-gb200-mnnvl-nccl-test (MNNVL, 2 trays; operation and size not given)"
+)
+AZURE_GB300 = (
+    "Azure ai-infrastructure-on-azure, expected inter-rack all-reduce baseline, NDR "
+    "4 x 400G a tray (GB300: a baseline, not a run)"
+)
+AZURE_H100 = (
+    "Azure/AI-benchmarking-guide, Azure_Results/ND_H100_v5_results.md @8fd0c6e1 "
+    "(NCCL 2.18.5, NVLS, in place); NVIDIA/nccl-tests issue 212: ~480"
+)
+NVIDIA_AG = 'NVIDIA/nccl-tests issue 326: ~360 on 8 H100, "exactly what we\'d expect"'
+COREWEAVE_H100 = (
+    "coreweave/nccl-tests README.md @cb865533, 8 H100 nodes with SHARP (CollNetChain), out of place"
+)
+VOLTAGE = (
+    "ZiyanIshani/vpbenchmarking @e55fe749, 4 H100 nodes, NCCL 2.24.3 (3.2 Tb/s of IB a "
+    "node; its HCAs in use unclear)"
 )
 
 
-def table() -> list[dict]:
-    """Each case: its label, ranks, and for all-reduce and all-gather the bus bandwidth
-    (GB/s) and what NCCL would run."""
-    fabrics: dict = {}
-    out = []
-    for label, spec, trays, nodes, per in CASES:
-        key = (spec, trays)
-        if key not in fabrics:
-            cluster = build(load_spec(spec, trays=trays))
-            sim = run.routed_fabric(cluster)
-            fabrics[key] = (cluster, sim, Snapshot(sim))
-        cluster, sim, snap = fabrics[key]
-        row: dict = {"case": label}
-        for op in ("all-reduce", "all-gather"):
-            d = run.estimate(cluster, sim, run.Request(op, SIZE, nodes, per), snap)
-            row["ranks"] = d["ranks"]
-            row[op] = {
-                "busbw_GBps": round(d["busbw_GBps"], 1),
-                "by": f"{d['algorithm']}/{d['protocol']}",
-            }
-        out.append(row)
+@dataclass(frozen=True)
+class Case:
+    """A published run and the model's version of it."""
+
+    label: str
+    spec: str
+    trays: int | None
+    nodes: str
+    op: str
+    published: float
+    source: str
+    size: int = 8 * GIB
+    env: dict = field(default_factory=dict)
+
+
+CASES = (
+    Case("GB200, 4 GPUs, one tray (NVLink)", "gb200-su", None, "gb-r01-t01", "all-reduce",
+         679.61, AZURE_GB200, env={"NCCL_ALGO": "ring"}),
+    Case("GB200, 8 GPUs, 2 trays of one NVL72 (MNNVL)", "gb200-su", None, "gb-r01-t[01-02]",
+         "all-reduce", 811.0, LIXUEDUAN),
+    Case("GB200, 72 GPUs, one NVL72 rack (MNNVL)", "gb200-su", None, "gb-r01-t[01-18]",
+         "all-reduce", 834.57, COREWEAVE),
+    Case("GB200, 2 trays of 2 racks (IB, 4 HCAs each)", "gb200-su", 288, "gb-r[01-02]-t01",
+         "all-reduce", 200.0, AZURE_GB300, size=16 * GIB),
+    Case("H100, 8 GPUs, one node (NVLink)", "h100-su", None, "dgx001", "all-reduce",
+         478.87, AZURE_H100),
+    Case("H100, 8 GPUs, one node (NVLink)", "h100-su", None, "dgx001", "all-gather",
+         360.0, NVIDIA_AG),
+    Case("H100, 4 nodes (IB, 8 HCAs each)", "h100-su", None, "dgx[001-004]", "all-reduce",
+         330.93, VOLTAGE),
+    Case("H100, 8 nodes (IB, 8 HCAs each)", "h100-su", None, "dgx[001-008]", "all-reduce",
+         386.56, COREWEAVE_H100),
+)  # fmt: skip
+
+
+@functools.cache
+def _fabric(spec: str, trays: int | None):
+    cluster = build(load_spec(spec, trays=trays))
+    sim = run.routed_fabric(cluster)
+    return cluster, sim, Snapshot(sim)
+
+
+def model(case: Case) -> dict:
+    """The model's estimate of ``case`` (as ``collective --json``)."""
+    cluster, sim, snap = _fabric(case.spec, case.trays)
+    req = run.Request(case.op, case.size, case.nodes, env=case.env)
+    return run.estimate(cluster, sim, req, snap)
+
+
+def markdown() -> list[str]:
+    """The calibration table's lines."""
+    out = [
+        "| configuration | operation, size | model: NCCL's choice | model busbw (GB/s) "
+        "| published busbw (GB/s) | model / published | source |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for c in CASES:
+        d = model(c)
+        algo = f"{d['algorithm']}/{d['protocol']}"
+        if c.env:
+            algo += " (" + ", ".join(f"{k}={v}" for k, v in c.env.items()) + ")"
+        out.append(
+            f"| {c.label} | {c.op}, {c.size // GIB} GiB | {algo} | {d['busbw_GBps']:.1f} "
+            f"| {c.published:g} | {d['busbw_GBps'] / c.published:.2f} | {c.source} |"
+        )
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the table as the docs hold it")
     a = ap.parse_args()
-    rows = table()
-    if a.json:
-        print(json.dumps(rows, indent=1))
+    if a.markdown:
+        print("\n".join(markdown()))
         return
-    for r in rows:
-        ar, ag = r["all-reduce"], r["all-gather"]
+    for c in CASES:
+        d = model(c)
         print(
-            f"{r['case']:<48} {r['ranks']:>4} ranks  all-reduce {ar['busbw_GBps']:7.1f} "
-            f"({ar['by']})  all-gather {ag['busbw_GBps']:7.1f} ({ag['by']})"
+            f"{c.label:<46} {c.op:<10} model {d['busbw_GBps']:7.1f} "
+            f"({d['algorithm']}/{d['protocol']})  published {c.published:7.2f}  "
+            f"ratio {d['busbw_GBps'] / c.published:.2f}"
         )
 
 

@@ -9,6 +9,11 @@ Sources:
   docs.nvidia.com/health-validation, "NVLink checks").  Compute capability 10.0.
 - H100 SXM (Hopper, NVLink 4): 18 NVLinks, 900 GB/s per GPU both directions, 25 GB/s
   per link each way (NVIDIA H100 product page).  Compute capability 9.0.
+- What NCCL counts of a link each way, after its protocol's overhead: 40.1 GB/s on
+  Blackwell, 20.6 GB/s on Hopper (NCCL 2.30.7, src/graph/topo.h SM100_NVLINK_BW,
+  SM90_NVLINK_BW); 18 x 20.6 = 371 GB/s is the ring bus bandwidth NVIDIA quotes for 8
+  H100 ("NCCL can get an effective NVLink bandwidth of 370GB/s", NVIDIA/nccl-tests
+  issue 212).
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class GpuModel:
-    """One GPU model: its name as nvidia-smi prints it, its NVLinks and their speed each
-    way (GB/s, 1e9 bytes), and its compute capability (major * 10 + minor)."""
+    """One GPU model: its name as nvidia-smi prints it, its NVLinks, their speed each
+    way and what NCCL counts of it (GB/s, 1e9 bytes), and its compute capability (major
+    * 10 + minor)."""
 
     key: str
     name: str
     nvlinks: int
     link_GBps: float
+    nccl_link_GBps: float
     compute_capability: int
 
     @property
@@ -32,13 +39,18 @@ class GpuModel:
         """What all of a GPU's NVLinks carry each way."""
         return self.nvlinks * self.link_GBps
 
+    @property
+    def nccl_nvlink_GBps(self) -> float:
+        """What NCCL counts of them each way (its protocol's overhead off)."""
+        return self.nvlinks * self.nccl_link_GBps
+
 
 MODELS = {
     m.key: m
     for m in (
-        GpuModel("gb200", "NVIDIA GB200", 18, 50.0, 100),
-        GpuModel("b200", "NVIDIA B200", 18, 50.0, 100),
-        GpuModel("h100", "NVIDIA H100 80GB HBM3", 18, 25.0, 90),
+        GpuModel("gb200", "NVIDIA GB200", 18, 50.0, 40.1, 100),
+        GpuModel("b200", "NVIDIA B200", 18, 50.0, 40.1, 100),
+        GpuModel("h100", "NVIDIA H100 80GB HBM3", 18, 25.0, 20.6, 90),
     )
 }
 DEFAULT = "gb200"

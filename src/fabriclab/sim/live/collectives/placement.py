@@ -29,7 +29,7 @@ _GPUS = re.compile(r"^(\d+)(?:-(\d+))?$")
 @dataclass
 class Group:
     """GPUs joined by NVLink (NCCL's node): its ranks, its HCA ports in the order its
-    ranks reach them, and what the NVLink of each of its GPUs carries each way (GB/s)."""
+    ranks reach them, and what NCCL gets of each of its GPUs' NVLink each way (GB/s)."""
 
     key: tuple
     ranks: list[int] = field(default_factory=list)
@@ -155,8 +155,8 @@ def place(
         spec = gpu_model(tray.gpu_model)
         ccs.add(spec.compute_capability)
         key = _group_key(tray, gpu)
-        g = groups.setdefault(key, Group(key, nvlink_GBps=spec.nvlink_GBps))
-        g.nvlink_GBps = min(g.nvlink_GBps, spec.nvlink_GBps)
+        g = groups.setdefault(key, Group(key, nvlink_GBps=spec.nccl_nvlink_GBps))
+        g.nvlink_GBps = min(g.nvlink_GBps, spec.nccl_nvlink_GBps)
         g.ranks.append(r)
     ordered = list(groups.values())
     if len(ordered) > 1:
