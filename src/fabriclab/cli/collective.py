@@ -23,6 +23,7 @@ from .common import (
 )
 
 PANEL = "Collectives"
+MAX_APPLY = 1 << 20  # runs of each size put on the fabric (the admin op's bound)
 commands = group("Collectives timed over the modelled fabric.", panel=PANEL)
 
 SpecOpt = typer.Argument(
@@ -48,60 +49,33 @@ AlgoOpt = typer.Option("auto", "--algo", help="ring, tree, nvls, collnet or auto
 ProtoOpt = typer.Option("auto", "--proto", help="simple, ll, ll128 or auto (NCCL's choice).")
 
 
-def _estimates(
-    spec: str | None,
-    name: str | None,
-    trays: int | None,
-    request: dict,
-) -> tuple[dict, str]:
-    """The answer to ``request`` (sizes, nodes, ...) on a spec or the running fabric,
-    and the name of its GPUs."""
-    from ..gpus import model
-    from ..sim.live.collectives import run
-
+def _estimates(spec: str | None, name: str | None, trays: int | None, request: dict) -> dict:
+    """The answer to ``request`` (the admin op ``collective``'s fields) on a spec or on
+    the running fabric."""
     if spec is None:
         from ..sim.run import admin
 
-        fabric = fabric_name(name)
-        answer = admin.request(fabric, {"op": "collective", **request})
-        from ..sim.run.records import Instance
+        return admin.request(fabric_name(name), {"op": "collective", **request})
+    if request.get("apply"):
+        from ..errors import InputError, Problem
 
-        inst = Instance.load(fabric)
-        cluster = load_cluster(inst.spec, inst.trays)
-    else:
-        if request.get("apply"):
-            from ..errors import InputError, Problem
+        raise InputError([Problem("--apply", "needs a running fabric: leave out SPEC")])
+    from ..sim.fabric.datapaths import Snapshot
+    from ..sim.live.collectives import run
 
-            raise InputError([Problem("--apply", "needs a running fabric: leave out SPEC")])
-        from ..sim.fabric.datapaths import Snapshot
-
-        cluster = load_cluster(spec, trays)
-        sim = run.routed_fabric(cluster)
-        snap = Snapshot(sim)
-        first = dict(request, collective=request["collective"])
-        req = run.Request(
-            first["collective"],
-            first["sizes"][0],
-            first["nodes"],
-            first.get("gpus_per_node"),
-            first.get("algo", "auto"),
-            first.get("proto", "auto"),
-            first.get("env"),
-        )
-        p = run.plan(cluster, sim, snap, req)
-        docs = []
-        for k, size in enumerate(request["sizes"]):
-            d = run.to_json(snap, p, p.estimate(size))
-            if not (request.get("links") and k == 0):
-                d.pop("links")
-            docs.append(d)
-        answer = {"estimates": docs}
-    from ..sim.live.collectives.placement import parse_nodes
-
-    first_host = parse_nodes(request["nodes"])[0][0]
-    tray = cluster.tray(first_host)
-    gpu = model(tray.gpu_model).name if tray is not None else model("gb200").name
-    return answer, gpu
+    cluster = load_cluster(spec, trays)
+    sim = run.routed_fabric(cluster)
+    req = run.Request(
+        request["collective"],
+        request["sizes"][0],
+        request["nodes"],
+        request.get("gpus_per_node"),
+        request.get("algo", "auto"),
+        request.get("proto", "auto"),
+        request.get("env"),
+    )
+    _, docs = run.sweep(cluster, sim, Snapshot(sim), req, request["sizes"], request["links"])
+    return {"estimates": docs}
 
 
 @command(commands)
@@ -142,7 +116,7 @@ def collective(
         "links": True,
         "apply": 1 if apply else 0,
     }
-    answer, _gpu = _estimates(spec, name, trays, request)
+    answer = _estimates(spec, name, trays, request)
     d = answer["estimates"][0]
     if json_out:
         print_json({**d, **({"flows": answer["flows"]} if "flows" in answer else {})})
@@ -219,10 +193,18 @@ def nccl_tests(
         "nodes": ",".join(job.nodes),
         "gpus_per_node": per,
         "env": environment(os.environ),
+        "links": False,
         "apply": (args.warmup + args.iters * args.agg_iters) * 2 if apply else 0,
     }
-    answer, gpu = _estimates(spec, name, trays, request)
+    if request["apply"] > MAX_APPLY:
+        from ..errors import InputError, Problem
+
+        raise InputError(
+            [Problem("--apply", f"{request['apply']} runs of each size: at most {MAX_APPLY}")]
+        )
+    answer = _estimates(spec, name, trays, request)
     if job.proc != 0:
         return
     times = [d["time_s"] * 1e6 for d in answer["estimates"]][: len(sizes)]
+    gpu = answer["estimates"][0]["gpu"]
     write(perf.render(args, job, times, nranks, gpu, os.getpid()), None)

@@ -10,7 +10,9 @@ import math
 from ....errors import InputError, Problem
 from ...fabric.datapaths import Snapshot
 from .estimate import Estimate
-from .run import Request, plan, to_json
+from .run import Request, sweep
+
+MAX_FLOW_BYTES = float(1 << 62)  # what a flow's byte count (int64) holds, with room
 
 
 def answer(live, r) -> dict:
@@ -24,14 +26,7 @@ def answer(live, r) -> dict:
     else:
         snap = Snapshot(sim)
     req = Request(r.collective, r.sizes[0], r.nodes, r.gpus_per_node, r.algo, r.proto, r.env)
-    p = plan(cluster, sim, snap, req)
-    ests = [p.estimate(s) for s in r.sizes]
-    docs = []
-    for k, e in enumerate(ests):
-        d = to_json(snap, p, e)
-        if not (r.links and k == 0):
-            d.pop("links")
-        docs.append(d)
+    ests, docs = sweep(cluster, sim, snap, req, r.sizes, r.links)
     out: dict = {"estimates": docs}
     if r.apply:
         ids = apply(live, snap, ests, r.apply)
@@ -65,6 +60,11 @@ def apply(live, snap: Snapshot, ests: list[Estimate], times: int) -> range:
             fab.pattern.src.tolist(), fab.pattern.dst.tolist(), e.flow_bytes.tolist(), strict=True
         ):
             total[(s, d)] = total.get((s, d), 0.0) + b * times
+    most = max(total.values(), default=0.0)
+    if most > MAX_FLOW_BYTES:
+        raise InputError(
+            [Problem("apply", f"{most:.3g} bytes on one flow: more than {MAX_FLOW_BYTES:.3g}")]
+        )
     pairs = [(snap.ports[s], snap.ports[d]) for s, d in total]
     sizes = [max(1, math.ceil(b)) for b in total.values()]
     if not pairs:

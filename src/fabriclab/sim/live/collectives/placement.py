@@ -46,6 +46,7 @@ class Placement:
     ranks: list[tuple[Tray, Gpu]]
     groups: list[Group]
     compute_capability: int
+    gpu_name: str  # rank 0's, as nvidia-smi and nccl-tests name it
 
     @property
     def nnodes(self) -> int:
@@ -169,4 +170,4 @@ def place(
                 g.rank_nics.append(port)
                 if port not in g.nics:
                     g.nics.append(port)
-    return Placement(ranks, ordered, min(ccs))
+    return Placement(ranks, ordered, min(ccs), gpu_model(ranks[0][0].gpu_model).name)

@@ -89,6 +89,7 @@ def to_json(snap: Snapshot, p: Plan, est: Estimate) -> dict:
     """The estimate as ``collective --json`` prints it."""
     return {
         "op": est.op,
+        "gpu": p.pl.gpu_name,
         "size": est.size,
         "ranks": est.nranks,
         "nodes": p.pl.nnodes,
@@ -110,6 +111,27 @@ def to_json(snap: Snapshot, p: Plan, est: Estimate) -> dict:
         ],
         "links": port_loads(snap, est),
     }
+
+
+def sweep(
+    cluster: Cluster,
+    sim: SimFabric,
+    snap: Snapshot,
+    req: Request,
+    sizes: list[int],
+    links: bool = False,
+) -> tuple[list[Estimate], list[dict]]:
+    """``req`` at each of ``sizes``: the estimates and their JSON (the loaded ports on
+    the first one's only, when ``links``)."""
+    p = plan(cluster, sim, snap, req)
+    ests = [p.estimate(s) for s in sizes]
+    docs = []
+    for k, e in enumerate(ests):
+        d = to_json(snap, p, e)
+        if not (links and k == 0):
+            d.pop("links")
+        docs.append(d)
+    return ests, docs
 
 
 def estimate(cluster: Cluster, sim: SimFabric, req: Request, snap: Snapshot | None = None) -> dict:
