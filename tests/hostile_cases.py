@@ -880,6 +880,61 @@ CASES: list[Case] = [
         "",
         {"s.yaml": explicit(switches="[{name: s1}]", links="['" + " " * 200_000 + "x']")},
     ),
+    # --- collectives: node lists, sizes and sweeps that would not end --------------------
+    Case(
+        "collective-nodes-trillion",
+        ("collective", "lab", "--op", "all-reduce", "--size", "1", "--nodes", "n[1-1000000000000]"),
+        "error",
+        "names more than",
+    ),
+    Case(
+        "collective-size-zettabytes",
+        (
+            "collective",
+            "lab",
+            "--op",
+            "all-reduce",
+            "--size",
+            "99999999999G",
+            "--nodes",
+            "sched-worker[1-2]",
+        ),
+        "error",
+        "--size",
+    ),
+    Case(
+        "nccl-tests-endless-sweep",
+        (
+            "nccl-tests",
+            "lab",
+            "--nodes",
+            "sched-worker[1-2]",
+            "--",
+            "all_reduce_perf",
+            "-b",
+            "1",
+            "-e",
+            "8G",
+            "-i",
+            "1",
+        ),
+        "error",
+        "more than 10000 sizes",
+    ),
+    Case(
+        "nccl-tests-huge-iterations",
+        (
+            "nccl-tests",
+            "lab",
+            "--nodes",
+            "sched-worker[1-2]",
+            "--",
+            "all_reduce_perf",
+            "-n",
+            "99999999999999999999999",
+        ),
+        "ok",
+    ),
 ]
 
 # --- running ----------------------------------------------------------------------------

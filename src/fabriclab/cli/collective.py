@@ -24,6 +24,7 @@ from .common import (
 
 PANEL = "Collectives"
 MAX_APPLY = 1 << 20  # runs of each size put on the fabric (the admin op's bound)
+ADMIN_SIZES = 64  # sizes in one admin request (its bound)
 commands = group("Collectives timed over the modelled fabric.", panel=PANEL)
 
 SpecOpt = typer.Argument(
@@ -55,7 +56,12 @@ def _estimates(spec: str | None, name: str | None, trays: int | None, request: d
     if spec is None:
         from ..sim.run import admin
 
-        return admin.request(fabric_name(name), {"op": "collective", **request})
+        fabric, sizes, docs = fabric_name(name), request["sizes"], []
+        for k in range(0, len(sizes), ADMIN_SIZES):  # the admin op takes 64 sizes at once
+            part = dict(request, sizes=sizes[k : k + ADMIN_SIZES], links=request["links"] and not k)
+            answer = admin.request(fabric, {"op": "collective", **part})
+            docs += answer["estimates"]
+        return dict(answer, estimates=docs)
     if request.get("apply"):
         from ..errors import InputError, Problem
 
@@ -76,6 +82,16 @@ def _estimates(spec: str | None, name: str | None, trays: int | None, request: d
     )
     _, docs = run.sweep(cluster, sim, Snapshot(sim), req, request["sizes"], request["links"])
     return {"estimates": docs}
+
+
+def _size(text: str) -> int:
+    from ..errors import InputError, Problem
+    from ..sim.live.collectives.perf import MAX_BYTES, parse_size
+
+    n = parse_size(text, "--size")
+    if n > MAX_BYTES:
+        raise InputError([Problem("--size", f"{n} bytes: at most {MAX_BYTES}")])
+    return n
 
 
 @command(commands)
@@ -103,11 +119,10 @@ def collective(
     Example: fabriclab collective gb200-su --op all-reduce --size 1G --nodes 'gb-r0[1-2]-t01'
     """
     from ..sim.live.collectives.knobs import environment
-    from ..sim.live.collectives.perf import parse_size
 
     request = {
         "collective": op,
-        "sizes": [parse_size(size, "--size")],
+        "sizes": [_size(size)],
         "nodes": nodes,
         "gpus_per_node": gpus_per_node,
         "algo": algo,

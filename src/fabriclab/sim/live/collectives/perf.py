@@ -230,9 +230,20 @@ def launch(nodes: str | None, env: Mapping[str, str]) -> Launch:
     return Launch(hosts, nprocs, proc)
 
 
+MAX_ROWS = 10_000  # sizes of one run (nccl-tests has no bound; a table this long is a mistake)
+MAX_BYTES = 1 << 50  # the largest size (1 PiB; a GPU holds a few hundred GB)
+
+
 def sweep(a: Args) -> list[int]:
     """The sizes nccl-tests steps through."""
-    return list(nccl_tests.sizes(a.min_bytes, a.max_bytes, a.factor, a.step_bytes))
+    if a.max_bytes > MAX_BYTES:
+        raise _bad(f"{a.binary} -e", f"{a.max_bytes} bytes: at most {MAX_BYTES}")
+    out = []
+    for s in nccl_tests.sizes(a.min_bytes, a.max_bytes, a.factor, a.step_bytes):
+        if len(out) == MAX_ROWS:
+            raise _bad(a.binary, f"more than {MAX_ROWS} sizes from -b, -e, -f and -i")
+        out.append(s)
+    return out
 
 
 def gpus_per_node(a: Args, job: Launch) -> int:
