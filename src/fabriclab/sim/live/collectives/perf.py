@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ....errors import InputError, Problem
@@ -151,40 +151,43 @@ def parse_args(argv: list[str]) -> Args:
     return a
 
 
+def _choice(names) -> Callable[[str, str], str]:
+    def read(value: str, where: str) -> str:
+        if value not in names:
+            raise _bad(where, f"unknown value {value!r}; one of: {', '.join(names)}")
+        return value
+
+    return read
+
+
+def _count(lo: int) -> Callable[[str, str], int]:
+    return lambda value, where: _int(value, where, lo)
+
+
+# each option nccl-tests shows: the field it sets and how its value reads
+SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "t": ("nthreads", _count(1)),
+    "g": ("ngpus", _count(1)),
+    "b": ("min_bytes", parse_size),
+    "e": ("max_bytes", parse_size),
+    "i": ("step_bytes", parse_size),
+    "f": ("factor", _count(1)),
+    "n": ("iters", _count(1)),
+    "m": ("agg_iters", _count(1)),
+    "w": ("warmup", _count(0)),
+    "c": ("check", _count(0)),
+    "o": ("op", _choice(OPS)),
+    "d": ("datatype", _choice(tuple(nccl_tests.TYPES))),
+    "r": ("root", _count(0)),
+    "G": ("graph", _count(0)),
+}
+
+
 def _set(a: Args, short: str, value: str) -> None:
     where = f"{a.binary} -{short}"
-    if short == "t":
-        a.nthreads = _int(value, where, 1)
-    elif short == "g":
-        a.ngpus = _int(value, where, 1)
-    elif short == "b":
-        a.min_bytes = parse_size(value, where)
-    elif short == "e":
-        a.max_bytes = parse_size(value, where)
-    elif short == "i":
-        a.step_bytes = parse_size(value, where)
-    elif short == "f":
-        a.factor = _int(value, where, 1)
-    elif short == "n":
-        a.iters = _int(value, where, 1)
-    elif short == "m":
-        a.agg_iters = _int(value, where, 1)
-    elif short == "w":
-        a.warmup = _int(value, where)
-    elif short == "c":
-        a.check = _int(value, where)
-    elif short == "o":
-        if value not in OPS:
-            raise _bad(where, f"unknown op {value!r}; one of: {', '.join(OPS)}")
-        a.op = value
-    elif short == "d":
-        if value not in nccl_tests.TYPES:
-            raise _bad(where, f"unknown type {value!r}; one of: {', '.join(nccl_tests.TYPES)}")
-        a.datatype = value
-    elif short == "r":
-        a.root = _int(value, where)
-    elif short == "G":
-        a.graph = _int(value, where)
+    if short in SETTERS:
+        name, read = SETTERS[short]
+        setattr(a, name, read(value, where))
     else:  # taken and shown nowhere in the table
         a.extra[short] = value
 
