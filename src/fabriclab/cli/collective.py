@@ -202,6 +202,11 @@ def nccl_tests(
     per = perf.gpus_per_node(args, job)
     nranks = per * len(job.nodes)
     sizes = [fmt.size_and_count(args.binary, s, nranks, args.datatype)[0] for s in perf.sweep(args)]
+    runs = (args.warmup + args.iters * args.agg_iters) * 2 if apply else 0
+    if runs > MAX_APPLY:
+        from ..errors import InputError, Problem
+
+        raise InputError([Problem("--apply", f"{runs} runs of each size: at most {MAX_APPLY}")])
     request = {
         "collective": OP_OF_BINARY[args.binary],
         "sizes": sizes or [0],
@@ -209,14 +214,8 @@ def nccl_tests(
         "gpus_per_node": per,
         "env": environment(os.environ),
         "links": False,
-        "apply": (args.warmup + args.iters * args.agg_iters) * 2 if apply else 0,
+        "apply": runs,
     }
-    if request["apply"] > MAX_APPLY:
-        from ..errors import InputError, Problem
-
-        raise InputError(
-            [Problem("--apply", f"{request['apply']} runs of each size: at most {MAX_APPLY}")]
-        )
     answer = _estimates(spec, name, trays, request)
     if job.proc != 0:
         return

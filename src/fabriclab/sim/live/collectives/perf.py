@@ -241,7 +241,7 @@ def sweep(a: Args) -> list[int]:
     """The sizes nccl-tests steps through."""
     if a.max_bytes > MAX_BYTES:
         raise _bad(f"{a.binary} -e", f"{a.max_bytes} bytes: at most {MAX_BYTES}")
-    out = []
+    out: list[int] = []
     for s in nccl_tests.sizes(a.min_bytes, a.max_bytes, a.factor, a.step_bytes):
         if len(out) == MAX_ROWS:
             raise _bad(a.binary, f"more than {MAX_ROWS} sizes from -b, -e, -f and -i")
