@@ -224,3 +224,21 @@ def test_the_calibration_table_of_the_docs_is_the_models():
     page = (ROOT / "docs" / "collectives.md").read_text()
     for line in calibration.markdown():
         assert line in page, f"docs/collectives.md lacks the model's row:\n{line}"
+
+
+def test_adaptive_routing_spreads_flows_over_equal_cost_paths():
+    spec, nodes = "tests/specs/coll-adaptive.yaml", "n[01-08],n17,n19,n21,n23,n25,n27,n29,n31"
+    off = {"NCCL_IB_ADAPTIVE_ROUTING": "0"}
+    tables = est(spec, nodes, op="all-to-all", env=off)
+    spread = est(spec, nodes, op="all-to-all")
+    # by the tables, these trays' LIDs leave the first leaf by fewer uplinks than it has
+    up = [x for x in spread["links"] if x["from"].startswith("IB-LEAF-01") and "SPINE" in x["to"]]
+    assert len(up) == 2 and len({round(x["bytes"], -3) for x in up}) == 1
+    up_tables = [
+        x for x in tables["links"] if x["from"].startswith("IB-LEAF-01") and "SPINE" in x["to"]
+    ]
+    assert len(up_tables) < len(up)
+    assert spread["time_s"] < 0.6 * tables["time_s"]
+    # a fabric without it: the tables' paths whatever NCCL asks
+    plain = est("tests/specs/coll-oversub.yaml", nodes, op="all-to-all")
+    assert plain["time_s"] == pytest.approx(tables["time_s"])

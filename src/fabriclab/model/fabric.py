@@ -175,6 +175,7 @@ class Fabric:
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
+        self.adaptive_routing = False  # the switches spread packets over equal-cost ports
         self.by_guid: dict[int, Node] = {}
         self.by_label: dict[str, Node] = {}
         # description or name -> the first node with it (built when first looked in)

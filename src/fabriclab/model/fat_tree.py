@@ -234,6 +234,7 @@ def build_fat_tree(assembly: Assembly, ft: FatTree) -> None:
     )
     names = ft.names
     names_where = f"{WHERE}.names"
+    assembly.fabric.adaptive_routing = ft.adaptive_routing
 
     leaves: list[Node] = []
     for group in range(shape.tray_groups):

@@ -36,6 +36,9 @@ class FatTree(Strict):
     spine_uplinks: int | None = Field(None, ge=1)
     cores_per_group: int | None = Field(None, ge=1)
     sharp: bool = False  # SHARP Aggregation Node on each switch's AN port
+    # the switches send each packet by the least loaded of the ports on a shortest path
+    # (NVIDIA Adaptive Routing): collectives' flows spread over equal-cost paths
+    adaptive_routing: bool = False
     names: SwitchNames = SwitchNames()
 
     @field_validator("tiers")

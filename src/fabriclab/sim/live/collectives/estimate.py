@@ -20,17 +20,15 @@ flows take over InfiniBand and what the NVLink peers take.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ....errors import InputError, Problem
 from ....formats import nccl_tests
-from ...fabric.datapaths import DELIVERED, ENDS, Snapshot, route
-from ..traffic.maxmin import maxmin
-from ..traffic.routes import Crossings
+from ...fabric.datapaths import Snapshot
 from . import patterns, tuning
+from .carry import Fabric, carry
 from .knobs import Knobs
 from .placement import Placement
 from .sharp import roots_for
@@ -59,18 +57,6 @@ ALLOWED = {
 }
 SIMPLE_ONLY = (tuning.COLLNET_DIRECT, tuning.NVLS)
 NVLS_CHANNELS = 16  # NCCL_NVLS_NCHANNELS' default (src/transport/nvls.cc)
-
-
-@dataclass
-class Fabric:
-    """Flows of one algorithm on the fabric: their routes, rates (payload bytes/s) and
-    what the channels together carry (GB/s, 0 when a flow goes nowhere)."""
-
-    pattern: patterns.Pattern
-    crossings: Crossings | None
-    rate: np.ndarray
-    bus_GBps: float
-    dropped: str | None = None
 
 
 @dataclass
@@ -116,8 +102,10 @@ class Plan:
         algo: str = "auto",
         proto: str = "auto",
         sharp_nodes: np.ndarray | None = None,
+        adaptive: bool = False,
     ):
         self.snap, self.pl, self.op, self.knobs = snap, placement, op, knobs
+        self.adaptive = adaptive  # flows spread over equal-cost paths
         self.func, self.binary = OPS[op]
         self.algos = knobs.algos
         if algo != "auto":
@@ -153,6 +141,7 @@ class Plan:
                 continue
             if pl.nnodes == 1:
                 continue  # NVLink only: no InfiniBand flows
+            spread = self.adaptive
             if a == tuning.RING:
                 pat = patterns.ring(self.snap, pl, self.nch, self.knobs.cross_nic)
             elif a == tuning.TREE:
@@ -163,7 +152,8 @@ class Plan:
                     self.unavailable[a] = why or "no aggregation tree"
                     continue
                 pat = patterns.collnet(self.snap, pl, self.nch, roots)
-            fab = carry(self.snap, pat, self.nch)
+                spread = False  # SHARP's trees are links of their own
+            fab = carry(self.snap, pat, self.nch, spread)
             if fab.dropped:
                 self.unavailable[a] = fab.dropped
             self.fabrics[a] = fab
@@ -222,7 +212,7 @@ class Plan:
                 )
         if pl.nnodes > 1:
             pat = patterns.peers(self.snap, pl, a, b)
-            fab = carry(self.snap, pat, 1)
+            fab = carry(self.snap, pat, 1, self.adaptive)
             self.fabrics[-1] = fab
             if fab.dropped:
                 raise InputError([Problem(self.op, fab.dropped)])
@@ -337,100 +327,3 @@ class Plan:
         return Estimate(
             self.op, size, n, t, algbw, algbw * factor, "P2P", "Simple", why, 1, [], fab, flow_bytes
         )
-
-
-def carry(snap: Snapshot, pat: patterns.Pattern, nch: int) -> Fabric:
-    """Route ``pat``'s flows, give them their max-min fair rates, and the bus bandwidth
-    (GB/s) of ``nch`` channels paced by the slowest."""
-    r = route(snap, pat.src, pat.dst)
-    bad = np.flatnonzero(r.end != DELIVERED)
-    if len(bad):
-        f = int(bad[0])
-        where = _port_name(snap, int(r.at[f])) if r.at[f] >= 0 else "on the way"
-        what = (
-            f"{len(bad)} flow(s) go nowhere: from {_port_name(snap, int(pat.src[f]))}"
-            f" {ENDS[int(r.end[f])]} at {where}"
-        )
-        return Fabric(pat, None, np.zeros(len(pat.src)), 0.0, what)
-    x = Crossings(snap, r)
-    flow_ptr, links, link_ptr, link_flows = x.con
-    nflows = len(pat.src)
-    # a flow carrying more of its channel's data (summed pairs) weighs more: per payload
-    # byte of the channel it takes share x its wire bytes
-    weight = x.weight * pat.share
-    rate = maxmin(
-        flow_ptr,
-        links,
-        link_ptr,
-        link_flows,
-        snap.capacity,
-        weight,
-        np.full(nflows, np.inf),
-        np.ones(nflows, dtype=bool),
-    )
-    # rate is per unit of channel data: the flow's own payload rate is share x rate
-    per_channel = np.full(nch, np.inf)
-    np.minimum.at(per_channel, pat.channel, rate)
-    slowest = float(per_channel.min()) if nch else 0.0
-    return Fabric(pat, x, rate * pat.share, nch * slowest / 1e9 if math.isfinite(slowest) else 0.0)
-
-
-# each snapshot's node names, by node index (naming 100,000 ports through their objects
-# costs a quarter of a second)
-_NAMES: weakref.WeakKeyDictionary[Snapshot, list[str]] = weakref.WeakKeyDictionary()
-
-
-def _node_names(snap: Snapshot) -> list[str]:
-    names = _NAMES.get(snap)
-    if names is None:
-        first = snap.base[:-1]
-        names = []
-        for start in first.tolist():
-            p = snap.ports[start] if start < snap.nports else None
-            if p is None:  # a CA's port 0 slot: its port 1 names it
-                p = snap.ports[start + 1] if start + 1 < snap.nports else None
-            names.append(str(p.node.fabric_node.name) if p is not None else "?")
-        _NAMES[snap] = names
-    return names
-
-
-def _port_name(snap: Snapshot, i: int) -> str:
-    return f"{_node_names(snap)[int(snap.node[i])]}[{int(snap.num[i])}]"
-
-
-def port_loads(snap: Snapshot, est: Estimate) -> list[dict]:
-    """The InfiniBand ports the estimate's bytes leave by: each with the port at the far
-    end of its link, the payload bytes and their rate, most loaded first."""
-    fab = est.fabric
-    if fab is None or fab.crossings is None or est.flow_bytes is None:
-        return []
-    x = fab.crossings
-    nbytes = x.by_port @ est.flow_bytes
-    rate = x.by_port @ fab.rate
-    used = np.flatnonzero(nbytes > 0)
-    order = used[np.lexsort((used, -nbytes[used]))]
-    names = _node_names(snap)
-    peer = snap.peer[order]
-    node, num = snap.node[order].tolist(), snap.num[order].tolist()
-    pnode = snap.node[np.maximum(peer, 0)].tolist()
-    pnum = snap.num[np.maximum(peer, 0)].tolist()
-    return [
-        {
-            "from": f"{names[a]}[{b}]",
-            "to": f"{names[c]}[{d}]" if j >= 0 else None,
-            "bytes": round(x),
-            "GBps": r / 1e9,
-            "capacity_GBps": cap / 1e9,
-        }
-        for a, b, c, d, j, x, r, cap in zip(
-            node,
-            num,
-            pnode,
-            pnum,
-            peer.tolist(),
-            nbytes[order].tolist(),
-            rate[order].tolist(),
-            snap.capacity[order].tolist(),
-            strict=True,
-        )
-    ]

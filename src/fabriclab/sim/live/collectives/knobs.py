@@ -13,6 +13,9 @@ them; a value NCCL would refuse is a one-line error naming the variable.
 - ``NCCL_CROSS_NIC``: 0, 1 or 2 (default): whether a ring may leave one node by one
   NIC and enter the next by another (src/graph/search.cc).
 - ``NCCL_COLLNET_ENABLE``: 1 to let CollNet (SHARP) reduce in the switches.
+- ``NCCL_IB_ADAPTIVE_ROUTING``: 0 keeps NCCL's queue pairs off adaptive routing (on
+  by default on InfiniBand, src/transport/net_ib), so the tables' paths are used even
+  where the switches adapt.
 """
 
 from __future__ import annotations
@@ -126,6 +129,7 @@ class Knobs:
     max_channels: int
     cross_nic: int
     collnet: bool
+    adaptive: bool = True  # NCCL_IB_ADAPTIVE_ROUTING
 
     @staticmethod
     def read(env: Mapping[str, str], func: str) -> Knobs:
@@ -142,6 +146,7 @@ class Knobs:
             max_channels=hi,
             cross_nic=_int(env, "NCCL_CROSS_NIC", 2, 0, 2),
             collnet=_int(env, "NCCL_COLLNET_ENABLE", 0, 0, 1) == 1,
+            adaptive=_int(env, "NCCL_IB_ADAPTIVE_ROUTING", 1, 0, 1) == 1,
         )
 
 

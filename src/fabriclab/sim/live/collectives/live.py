@@ -45,6 +45,16 @@ def apply(live, snap: Snapshot, ests: list[Estimate], times: int) -> range:
         fab = e.fabric
         if fab is None or e.flow_bytes is None:
             continue
+        if fab.parent is not None:
+            raise InputError(
+                [
+                    Problem(
+                        "apply",
+                        "the traffic engine routes by the forwarding tables, not "
+                        "adaptively: set NCCL_IB_ADAPTIVE_ROUTING=0 to apply on this fabric",
+                    )
+                ]
+            )
         ends = [snap.ports[int(i)] for i in fab.pattern.dst]
         if any(p is None or p.node.is_switch for p in ends):
             raise InputError(

@@ -14,7 +14,8 @@ from ...fabric import routed
 from ...fabric.datapaths import Snapshot
 from ...fabric.state import SimFabric
 from . import sharp, tuning
-from .estimate import ALGO_NAMES, OPS, PROTO_NAMES, Estimate, Plan, port_loads
+from .carry import port_loads
+from .estimate import ALGO_NAMES, OPS, PROTO_NAMES, Estimate, Plan
 from .knobs import Knobs
 from .placement import place
 
@@ -82,7 +83,8 @@ def plan(cluster: Cluster, sim: SimFabric, snap: Snapshot, req: Request, able=No
         )
     if able is None and knobs.collnet:
         able = sharp.capable(sim)
-    return Plan(snap, pl, req.op, knobs, req.algo, req.proto, able)
+    spread = bool(getattr(sim.fabric, "adaptive_routing", False)) and knobs.adaptive
+    return Plan(snap, pl, req.op, knobs, req.algo, req.proto, able, spread)
 
 
 def to_json(snap: Snapshot, p: Plan, est: Estimate) -> dict:
@@ -109,7 +111,7 @@ def to_json(snap: Snapshot, p: Plan, est: Estimate) -> dict:
             }
             for c in sorted(est.choices, key=lambda c: c.time_us)
         ],
-        "links": port_loads(snap, est),
+        "links": port_loads(snap, est.fabric, est.flow_bytes),
     }
 
 
