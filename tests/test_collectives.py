@@ -242,3 +242,15 @@ def test_adaptive_routing_spreads_flows_over_equal_cost_paths():
     # a fabric without it: the tables' paths whatever NCCL asks
     plain = est("tests/specs/coll-oversub.yaml", nodes, op="all-to-all")
     assert plain["time_s"] == pytest.approx(tables["time_s"])
+
+
+def test_a_gpu_whose_nvlinks_failed_leaves_its_group_for_infiniband():
+    cluster = build(load_spec("gb200-su"))
+    sim = run.routed_fabric(cluster)
+    req = run.Request("all-reduce", GIB, "gb-r01-t[01-02]")
+    whole = run.estimate(cluster, sim, req)
+    cluster.nvlink_fault("gb-r01-t02", [3])
+    split = run.estimate(cluster, sim, req)
+    assert (whole["nodes"], split["nodes"]) == (1, 2)
+    assert whole["links"] == [] and split["links"]
+    assert split["time_s"] > 3 * whole["time_s"]

@@ -102,3 +102,24 @@ def test_nccl_tests_binaries_from_shims_under_slurm(real_tools, tmp_path):
             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
         )  # fmt: skip
         assert r.returncode == 0 and r.stdout == "", r.stderr
+
+
+def test_a_failed_uplink_under_opensm_raises_the_time(real_tools, tmp_path):
+    spec = str(Path(__file__).parent / "specs" / "coll-oversub.yaml")
+    with fabric_up(spec, tmp_path, sm=True) as f:
+        wait_for(lambda: "SUBNET UP" in f.opensm_log(), 60, "OpenSM's SUBNET UP")
+        ask = ("collective", "--name", f.name, "--op", "all-to-all", "--size", "1G",
+               "--nodes", "n[01-08],n[17-24]", "--json")  # fmt: skip
+        before = json.loads(f.ok(*ask))
+        uplink = next(
+            x["from"]
+            for x in before["links"]
+            if x["from"].startswith("IB-LEAF-01") and "SPINE" in x["to"]
+        )
+        leaf = f.cluster.fabric.find("IB-LEAF-01")
+        since = len(f.opensm_log())
+        f.ok("fault", "--name", f.name, "down", uplink)
+        f.swept_after_trap(leaf.lid, since=since)  # OpenSM routed around it
+        after = json.loads(f.ok(*ask))
+        assert uplink not in {x["from"] for x in after["links"]}
+        assert after["time_s"] > 1.5 * before["time_s"]
