@@ -25,6 +25,7 @@ from .common import (
 PANEL = "Collectives"
 MAX_APPLY = 1 << 20  # runs of each size put on the fabric (the admin op's bound)
 ADMIN_SIZES = 64  # sizes in one admin request (its bound)
+PROGRESS_TRAYS = 1024  # a spec this large is worked out with progress lines
 commands = group("Collectives timed over the modelled fabric.", panel=PANEL)
 
 SpecOpt = typer.Argument(
@@ -70,7 +71,12 @@ def _estimates(spec: str | None, name: str | None, trays: int | None, request: d
     from ..sim.live.collectives import run
 
     cluster = load_cluster(spec, trays)
+    big = len(cluster.trays) >= PROGRESS_TRAYS
+    if big:  # seconds of work at 8,192 trays: say what it is doing
+        say(f"routing {len(cluster.trays)} trays' fabric as a subnet manager would ...")
     sim = run.routed_fabric(cluster)
+    if big:
+        say("estimating ...")
     req = run.Request(
         request["collective"],
         request["sizes"][0],
