@@ -10,7 +10,7 @@ from importlib.metadata import version
 import typer
 
 from ..errors import FabriclabError, shown
-from . import api, collective, events, fabric, hostview, live, locate, offline, topology
+from . import api, collective, events, fabric, hostview, live, locate, networks, offline, topology
 from .common import ReaderGone, err, prose, show, warn
 
 app = typer.Typer(
@@ -22,7 +22,7 @@ app = typer.Typer(
         Example: fabriclab render lab ibnetdiscover"""
     ),
 )
-for group in (offline, topology, fabric, hostview, live, events, locate, api, collective):
+for group in (offline, topology, fabric, hostview, live, events, locate, api, collective, networks):
     app.add_typer(group.commands)
 
 

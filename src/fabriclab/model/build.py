@@ -23,6 +23,7 @@ from .fat_tree import build_fat_tree
 from .guids import GuidAllocator
 from .lid_plan import assign_lids, check_lid_budget
 from .name_patterns import outgrown
+from .networks import build_networks
 from .nvlink import nvlink_domains
 from .tiers import assign_tiers
 from .trays import hca_specs, make_trays
@@ -55,6 +56,7 @@ def build(spec: Spec) -> Cluster:
         cold_start=spec.lids.power_on == "cold",
     )
     cluster.warnings = outgrown(spec, cluster)
+    cluster.networks = build_networks(spec, assembly.trays)
     return cluster
 
 

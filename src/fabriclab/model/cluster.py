@@ -5,9 +5,13 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, Problem
 from .fabric import Fabric, Node, Port
+
+if TYPE_CHECKING:
+    from .networks import Networks
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 SUGGESTED = 3  # names suggested for one that names nothing
@@ -134,6 +138,7 @@ class Cluster:
     domains: list[Domain]
     description: str = ""
     cold_start: bool = False  # served with no LIDs until an SM assigns them (spec lids.power_on)
+    networks: Networks | None = None  # the front end, storage, management ... networks
     # what the build says of the spec without refusing it: name patterns whose zero-padded
     # field the size outgrows (name_patterns.outgrown); validate, inspect and up print them
     warnings: list[Problem] = field(default_factory=list)

@@ -10,6 +10,7 @@ from .. import hostlist
 from .explicit import Explicit
 from .fat_tree import FatTree
 from .fields import Strict
+from .networks import Network, Service
 from .nvlink import Nvlink
 from .plans import GuidPlan, LidPlan
 from .trays import TrayGroup
@@ -38,6 +39,8 @@ class Spec(Strict):
     fabric: FabricSpec
     guids: GuidPlan = GuidPlan()
     lids: LidPlan = LidPlan()
+    services: list[Service] = []  # hosts the other networks reach that are no trays
+    networks: list[Network] = []  # front end, storage, out-of-band management, ...
     # Where the spec came from and the line of each key, so that errors found while
     # building can point at the line too (set by fabriclab.spec.load; lines are looked up
     # in the text only when an error needs one).
