@@ -23,6 +23,9 @@
 #   curl, iproute2             - what the manual's examples run (tests/test_docs_examples.py:
 #                                curl against the topology API and node_exporter; ip in the
 #                                network namespace each fabric example gets)
+#   iputils-ping, iperf3, lldpd - the real programs on the other networks (up --networks:
+#                                tests/test_networks_real.py pings between endpoints'
+#                                namespaces)
 # plus any package named on the command line (scripts/debian13-root.sh asks for debootstrap).
 # The names are the same on Debian 12 (bookworm) and Debian 13 (trixie); none of the
 # libraries renamed for the 64-bit time_t transition (libibnetdisc5 -> libibnetdisc5t64)
@@ -32,7 +35,7 @@ set -euo pipefail
 
 packages=(ibsim-utils libumad2sim0 infiniband-diags opensm slurmctld slurmd slurm-client munge
     prometheus-node-exporter prometheus gcc libc6-dev libasan8 libubsan1 chromium-headless-shell
-    curl iproute2 "$@")
+    curl iproute2 iputils-ping iperf3 lldpd "$@")
 if ! command -v npm >/dev/null 2>&1; then
     packages+=(npm)
 fi

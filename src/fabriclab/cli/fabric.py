@@ -148,6 +148,12 @@ def up(
         "forwarding tables from OpenSM-like min-hop routing, SMInfo answered (at --sm-at, "
         "default the first tray) until a real SM attaches.",
     ),
+    networks: bool = typer.Option(
+        False,
+        "--networks",
+        help="Build the spec's other networks (front end, storage, out-of-band management) "
+        "in Linux: a network namespace per endpoint and switch, veths, bridges (root).",
+    ),
     swap: list[str] | None = typer.Option(
         None, "--swap", metavar="PORT,PORT", help="Serve these two cables' far ends swapped."
     ),
@@ -203,6 +209,7 @@ def up(
             detach=detach,
             cold=cold,
             routed=routed,
+            networks=networks,
             swaps=swap or [],
             virtual_clock=virtual_clock,
             resume=resume,

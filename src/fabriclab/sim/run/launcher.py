@@ -20,6 +20,7 @@ from ...ib import simwire
 from ...model import miswire
 from ...model.cluster import Cluster
 from ...statedir import state_dir
+from ..lan import build as lan
 from ..live import admin_requests, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
@@ -61,6 +62,7 @@ class UpRequest:
     virtual_clock: bool = False  # time moves only by 'fabriclab clock advance'
     resume: bool = False  # bring faults, traffic and counters back from the journal
     routed: bool = False  # up as if an SM had run: LIDs, routes, ports ACTIVE, SMInfo
+    networks: bool = False  # the spec's other networks as namespaces (root)
 
     @property
     def with_sm(self) -> bool:
@@ -85,6 +87,7 @@ class UpRequest:
         argv += [a for u in self.allow_user for a in ("--allow-user", u)]
         argv += ["--cold"] if self.cold else []
         argv += ["--routed"] if self.routed else []
+        argv += ["--networks"] if self.networks else []
         argv += [a for s in self.swaps for a in ("--swap", s)]
         argv += (["--virtual-clock"] if self.virtual_clock else []) + (
             ["--resume"] if self.resume else []
@@ -100,6 +103,8 @@ def up(req: UpRequest, load: Loader, say: Say) -> None:
         raise InputError(
             [Problem("--routed", "not with --cold: a routed fabric has its LIDs assigned")]
         )
+    if req.networks and os.geteuid() != 0:
+        raise InputError([Problem("--networks", "building network namespaces needs root")])
     addr = ways.parse_listen(req.listen)
     if req.host_listen is not None:
         if addr is not None:
@@ -156,6 +161,8 @@ def _up(
         raise InputError(
             [Problem("--routed", "the spec powers on cold (lids.power_on: cold): no LIDs to keep")]
         )
+    if req.networks and (cluster.networks is None or not cluster.networks.endpoints):
+        raise InputError([Problem("--networks", f"{req.spec} declares no networks")])
     log_file = state_dir(create=True) / f"{req.name}.log"
     networks = policy.networks
     if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
@@ -324,6 +331,10 @@ def _serve(
             phases.close()
 
         srv.on_tick.append(watch_sm)
+    if req.networks and cluster.networks is not None:
+        phases.phase("serving", "building the other networks")
+        made = lan.build(name, cluster.networks)
+        say(f"networks: {len(made)} namespaces (ip netns list; fabriclab networks --name {name})")
     inst.save()
     api_argv = ["api", "--name", name, "--listen", req.api or "", "--fabric-pid", str(os.getpid())]
     api_proc = apirecord.start([*python_argv(), *api_argv], log_file) if req.api else None
@@ -339,6 +350,8 @@ def _serve(
     try:
         srv.serve_forever()
     finally:
+        if req.networks:
+            lan.teardown(name)
         apirecord.stop(api_proc)
         if sm_proc is not None:
             stop_sm(sm_proc, srv)

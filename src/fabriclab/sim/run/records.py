@@ -20,6 +20,7 @@ from ...errors import FabriclabError, InputError, Problem
 from ...ib import simwire
 from ...ib.simwire import DEFAULT_NAME
 from ...statedir import open_state_file, replace_state_file, state_dir
+from ..lan import build as lan
 from ..wire import procfs
 
 
@@ -228,8 +229,8 @@ def is_up(name: str) -> bool:
 
 
 def stop(name: str, timeout: float = 10.0) -> Instance:
-    """SIGTERM the fabric's server (which stops its SM); SIGKILL after ``timeout``
-    (and its SM, if it is still there)."""
+    """SIGTERM the fabric's server (which stops its SM and removes its networks' namespaces);
+    SIGKILL after ``timeout`` (and its SM, if it is still there, and the namespaces)."""
     inst = Instance.load(name)  # its pid is the recorded process, or this fails
     server = (inst.pid, inst.start, inst.cmdline)
     signal_recorded(*server, signal.SIGTERM)
@@ -241,6 +242,8 @@ def stop(name: str, timeout: float = 10.0) -> Instance:
             time.sleep(0.05)
     if inst.sm_pid:
         signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
+    if os.geteuid() == 0 and lan.existing(name):  # what a killed server left of its networks
+        lan.teardown(name)
     inst.path.unlink(missing_ok=True)
     return inst
 

@@ -1,0 +1,140 @@
+"""The spec's other networks (:mod:`...model.networks`) as real Linux networking, made
+and removed through netlink (pyroute2):
+
+- every endpoint (tray, BMC, service node) and every switch is a network namespace,
+  ``fl.FABRIC.NAME`` (``ip netns`` lists it; ``ip netns exec`` and ``fabriclab exec``
+  run in it);
+- every cable is a veth pair, each end in its namespace under the name the spec gives
+  it (a tray's ``enp1s0f0np0``, a switch's ``swp3``);
+- every switch namespace holds a bridge, ``br0``, whose ports are its cables' ends;
+- every endpoint interface has its address, and loopback is up everywhere.
+
+Nothing is made in the namespace this runs in but the veth pairs, for a moment, before
+their ends are moved.  :func:`teardown` removes every namespace with the fabric's
+prefix (and the veth ends in them with it), after ending the processes still in them:
+what a crash left behind is cleaned by the next ``up`` of the same name and by ``down``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+from pyroute2 import IPRoute, NetNS, netns
+
+from ...errors import InputError, Problem
+from ...model.networks import Networks
+
+BRIDGE = "br0"
+NETNS_DIR = "/run/netns"  # where ip netns and pyroute2 keep the namespaces' mounts
+
+
+def prefix(fabric: str) -> str:
+    """What every namespace of fabric ``fabric`` is named with."""
+    return f"fl.{fabric}."
+
+
+def namespace(fabric: str, node: str) -> str:
+    """The namespace of endpoint or switch ``node`` of ``fabric``."""
+    return prefix(fabric) + node
+
+
+def existing(fabric: str) -> list[str]:
+    """The fabric's namespaces that exist now."""
+    p = prefix(fabric)
+    return sorted(n for n in netns.listnetns() if n.startswith(p))
+
+
+def build(fabric: str, nets: Networks) -> list[str]:
+    """Make ``nets`` for ``fabric`` (its leftovers removed first); the namespaces made.
+    InputError when this process may not (not root)."""
+    if os.geteuid() != 0:
+        raise InputError([Problem("--networks", "building network namespaces needs root")])
+    teardown(fabric)
+    made: list[str] = []
+    try:
+        for node in [*nets.endpoints, *nets.switches]:
+            ns = namespace(fabric, node)
+            netns.create(ns)
+            made.append(ns)
+            with NetNS(ns) as n:
+                n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
+                if node in nets.switches:
+                    n.link("add", ifname=BRIDGE, kind="bridge")
+                    n.link("set", index=n.link_lookup(ifname=BRIDGE)[0], state="up")
+        _cables(fabric, nets)
+        _addresses(fabric, nets)
+    except BaseException:
+        teardown(fabric)
+        raise
+    return made
+
+
+def _cables(fabric: str, nets: Networks) -> None:
+    tag = f"{os.getpid() % 0xFFF:x}"
+    with IPRoute() as ipr:
+        for k, ((a, ia), (b, ib)) in enumerate(nets.links):
+            ta, tb = f"fl{k:x}a{tag}", f"fl{k:x}b{tag}"  # at most 15 bytes
+            ipr.link("add", ifname=ta, kind="veth", peer=tb)
+            for temp, node in ((ta, a), (tb, b)):
+                ipr.link(
+                    "set", index=ipr.link_lookup(ifname=temp)[0], net_ns_fd=namespace(fabric, node)
+                )
+            for temp, node, name in ((ta, a, ia), (tb, b, ib)):
+                with NetNS(namespace(fabric, node)) as n:
+                    i = n.link_lookup(ifname=temp)[0]
+                    n.link("set", index=i, ifname=name)
+                    if node in nets.switches:
+                        n.link("set", index=i, master=n.link_lookup(ifname=BRIDGE)[0])
+                    n.link("set", index=i, state="up")
+
+
+def _addresses(fabric: str, nets: Networks) -> None:
+    for ep in nets.endpoints.values():
+        with NetNS(namespace(fabric, ep.name)) as n:
+            for iface in ep.interfaces:
+                addr, length = iface.address.split("/")
+                i = n.link_lookup(ifname=iface.name)[0]
+                n.addr("add", index=i, address=addr, prefixlen=int(length))
+
+
+def enter(ns: str) -> None:
+    """Move this process into network namespace ``ns`` (before it runs a command
+    there)."""
+    netns.setns(ns)
+
+
+def _pids_in(ns: str) -> list[int]:
+    """The processes whose network namespace is ``ns``."""
+    try:
+        ino = os.stat(os.path.join(NETNS_DIR, ns)).st_ino
+    except OSError:
+        return []
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == ino:
+                    out.append(int(entry))
+    return out
+
+
+def teardown(fabric: str, grace: float = 2.0) -> list[str]:
+    """Remove every namespace of ``fabric``, after ending the processes in them (TERM,
+    then KILL after ``grace`` seconds); the namespaces removed."""
+    names = existing(fabric)
+    pids = [p for ns in names for p in _pids_in(ns) if p != os.getpid()]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + grace
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+            time.sleep(0.05)
+    for ns in names:
+        with contextlib.suppress(OSError, FileNotFoundError):
+            netns.remove(ns)
+    return names
