@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from fabric_server import fabric_up
-from helpers import fl
+from helpers import fl, no_timestamp, wait_for
 
 PING = ("ping", "-c", "1", "-W", "2")
 
@@ -67,3 +67,84 @@ def test_networks_need_a_spec_that_declares_them():
     assert r.returncode == 2
     assert r.stderr.strip().endswith(f"--networks: {spec} declares no networks"), r.stderr
     assert _ns_left("nonets") == []
+
+
+def _addresses(f) -> dict[tuple[str, str], str]:
+    doc = json.loads(f.ok("networks", "--name", f.name, "--json"))
+    return {
+        (e["name"], i["network"]): i["address"].split("/")[0]
+        for e in doc["endpoints"]
+        if e["kind"] != "switch"
+        for i in e["interfaces"]
+    }
+
+
+def test_the_oob_switch_fails_while_the_compute_fabric_is_fine(real_tools, tmp_path):
+    with fabric_up("lab", tmp_path, sm=True, extra=["--networks"]) as f:
+        wait_for(lambda: "SUBNET UP" in f.opensm_log(), 60, "OpenSM's SUBNET UP")
+        addr = _addresses(f)
+        bmc = addr[("sched-worker2-bmc", "oob")]
+
+        def bmc_answers() -> bool:
+            r = f.fabriclab("exec", "--name", f.name, "sched-controller", "--", *PING, bmc)
+            return r.returncode == 0
+
+        assert bmc_answers()
+        ib = (f.run("sched-worker1", "ibnetdiscover").stdout, f.ok("topology", "--name", f.name))
+        out = f.ok("fault", "--name", f.name, "net", "LAB-OOB-01", "down")
+        assert out.strip() == "switch LAB-OOB-01: down, 3 link(s)"
+        assert not bmc_answers()
+        # the compute fabric: as it was
+        assert "State: Active" in f.run("sched-worker1", "ibstat").stdout
+        assert no_timestamp(f.run("sched-worker1", "ibnetdiscover").stdout) == no_timestamp(ib[0])
+        assert f.ok("topology", "--name", f.name) == ib[1]
+        f.ok("fault", "--name", f.name, "net", "LAB-OOB-01", "up")
+        wait_for(bmc_answers, 30, "the BMC answering again")
+        names = [
+            (e["name"], e["object_name"])
+            for e in map(json.loads, f.ok("events", "--name", f.name, "--json").splitlines())
+        ]
+        assert ("Switch is down", "LAB-OOB-01") in names and ("Switch is up", "LAB-OOB-01") in names
+        # delay and loss need the kernel's netem: one line where it has none
+        r = f.fabriclab("fault", "--name", f.name, "net", "LAB-OOB-01[2]", "--delay", "5")
+        if r.returncode != 0:
+            assert r.returncode == 2 and r.stderr.strip() == (
+                "error: --delay: needs the kernel's sch_netem, which this machine's kernel does not have"
+            )
+
+
+def _iperf(f, server: str, client: str, address: str) -> float:
+    """Mb/s a 2-second iperf3 run gets from ``client`` to ``server``'s ``address``."""
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", f"fl.{f.name}.{server}", "iperf3", "-s", "-1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def run():
+            r = f.fabriclab(
+                "exec", "--name", f.name, client, "--", "iperf3", "-c", address, "-t", "2", "-J"
+            )
+            return json.loads(r.stdout) if r.returncode == 0 else None
+
+        doc = wait_for(run, 30, "iperf3 to connect")
+        return doc["end"]["sum_received"]["bits_per_second"] / 1e6
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def test_a_congested_storage_link_caps_iperf3(real_tools, tmp_path):
+    with fabric_up("lab", tmp_path, extra=["--networks", "--routed"]) as f:
+        addr = _addresses(f)
+        f.ok("fault", "--name", f.name, "net", "sched-worker1/enp1s0f1np1", "--rate", "200mbit")
+        capped = _iperf(f, "sched-storage", "sched-worker1", addr[("sched-storage", "storage")])
+        assert 180 <= capped <= 220, capped  # within 10 % of the rate set
+        free = _iperf(
+            f, "sched-controller", "sched-worker1", addr[("sched-controller", "frontend")]
+        )
+        assert free > 5 * 220, free  # the front end unaffected
+        f.ok("fault", "--name", f.name, "net", "sched-worker1/enp1s0f1np1", "--rate", "off")
+        lifted = _iperf(f, "sched-storage", "sched-worker1", addr[("sched-storage", "storage")])
+        assert lifted > 5 * 220, lifted

@@ -172,7 +172,7 @@ class _Session:
         self.sock.close()
 
 
-@pytest.mark.fabric("lab", sm=False, virtual_clock=True)
+@pytest.mark.fabric("lab", sm=False, virtual_clock=True, networks=True)
 def test_each_documented_request_gets_the_documented_answer(fabric: Fabric) -> None:
     session = _Session(admin.admin_path(state_dir(), fabric.name))
     problems: list[str] = []

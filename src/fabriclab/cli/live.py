@@ -1,5 +1,4 @@
-"""The commands that change or watch the running fabric: fault, traffic, events, scenario,
-clock."""
+"""The commands that change or watch the running fabric: fault, traffic, scenario, clock."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from . import net_view
 from . import traffic_view as view
 from .common import (
     JsonOpt,
@@ -229,6 +229,26 @@ def _fault(kind: str, ctx: typer.Context, name: str | None, args: list, options:
 
 for kind, declared in FAULTS.items():
     _add(fault_app, kind, declared, partial(_fault, kind))
+
+
+@command(fault_app, "net")
+def fault_net(
+    ctx: typer.Context,
+    target: str = net_view.TARGET,
+    action: str | None = net_view.ACTION,
+    rate: str | None = net_view.RATE,
+    delay: float | None = net_view.DELAY,
+    loss: float | None = net_view.LOSS,
+    name: str | None = SubNameOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Faults on the other networks (up --networks): a link, switch or network down or
+    up, a link's rate capped, delay and loss (where the kernel has netem).
+
+    Example: fabriclab fault net LAB-OOB-01 down
+    """
+    r = _live(ctx, name, net_view.request(target, action, rate, delay, loss))
+    print_json(r) if json_out else show(net_view.line(r))
 
 
 @command(fault_app, "list")

@@ -138,6 +138,15 @@ class Event(_Strict):
     description: str = Field("", max_length=4000)
 
 
+class Net(_Strict):
+    op: Literal["net"]
+    target: str = Field(min_length=1, max_length=1000)
+    action: Literal["down", "up", "rate", "netem"]
+    rate: str | None = Field(None, max_length=40)  # none with "rate": lift the cap
+    delay_ms: float | None = Field(None, ge=0, le=60_000)
+    loss_pct: float | None = Field(None, ge=0, le=100)
+
+
 class Collective(_Strict):
     op: Literal["collective"]
     collective: str
@@ -167,7 +176,8 @@ Request = Annotated[
     | Stats
     | Watch
     | Event
-    | Collective,
+    | Collective
+    | Net,
     Field(discriminator="op"),
 ]
 _REQUEST: TypeAdapter[Request] = TypeAdapter(Request)

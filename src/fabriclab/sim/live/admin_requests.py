@@ -150,6 +150,21 @@ def _event(live: LiveFabric, r: m.Event) -> dict:
     return live.event(kind, r.object_name or live.name or "fabric", r.description)
 
 
+def _net(live: LiveFabric, r: m.Net) -> dict:
+    """A fault on the other networks (up --networks: the launcher gives the live fabric
+    their faults, :class:`..lan.faults.NetFaults`)."""
+    faults = live.net_faults
+    if faults is None:
+        raise InputError(
+            [Problem("net", "this fabric's other networks are not built (up --networks)")]
+        )
+    if r.action in ("down", "up"):
+        return faults.set_down(r.target, r.action == "down")
+    if r.action == "rate":
+        return faults.set_rate(r.target, r.rate)
+    return faults.set_netem(r.target, r.delay_ms, r.loss_pct)
+
+
 _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "fault": _fault,
     "faults": _faults,
@@ -167,5 +182,6 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "watch": _watch,
     "event": _event,
     "collective": collectives.answer,
+    "net": _net,
 }
 assert set(_ANSWERS) == set(m.OPS), "every operation the model takes is answered"

@@ -61,6 +61,7 @@ class LiveFabric:
         meta: dict | None = None,
     ):
         self.server = server
+        self.net_faults = None  # the other networks' faults, when up --networks built them
         self._mads_seen = 0  # the server's MAD count at the last periodic save's check
         self.name = name
         self.sim = server.sim

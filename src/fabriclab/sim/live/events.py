@@ -69,6 +69,11 @@ STILL_HELD = Kind(9016, "Still held by another fault", "Info", "Fabric Notificat
 # a run of a flap's downs and ups coalesced into one event (its counter: the flaps)
 LINK_FLAPPING = Kind(9017, "Link flapping", "Warning", "Fabric Topology", "Link")
 # the server's loop could not keep up with the clock: what was due was carried out at once
+# the other networks (fault net): a link's rate capped or its netem set, and lifted
+NET_SHAPED = Kind(9019, "Ethernet link shaped", "Warning", "Fabric Notification", "Link")
+NET_SHAPED_CLEARED = Kind(
+    9020, "Ethernet link shaping lifted", "Info", "Fabric Notification", "Link"
+)
 FELL_BEHIND = Kind(9018, "Fabric clock fell behind", "Warning", "Fabric Notification", "Site")
 
 KINDS = {
@@ -190,3 +195,14 @@ class EventLog:
 def line(ev: dict) -> str:
     """An event as the log keeps it: one JSON object on one line (no newline)."""
     return json.dumps(ev)
+
+
+# what a fault on the other networks reports, by its name (sim/lan/faults.py)
+NET_KINDS = {
+    "link-down": LINK_DOWN,
+    "link-up": LINK_UP,
+    "switch-down": SWITCH_DOWN,
+    "switch-up": SWITCH_UP,
+    "rate": NET_SHAPED,
+    "rate-cleared": NET_SHAPED_CLEARED,
+}

@@ -21,7 +21,8 @@ from ...model import miswire
 from ...model.cluster import Cluster
 from ...statedir import state_dir
 from ..lan import build as lan
-from ..live import admin_requests, journal
+from ..lan import faults as lan_faults
+from ..live import admin_requests, events, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
 from ..live.traffic.engine import TrafficEngine
@@ -334,6 +335,11 @@ def _serve(
     if req.networks and cluster.networks is not None:
         phases.phase("serving", "building the other networks")
         made = lan.build(name, cluster.networks)
+        live.net_faults = lan_faults.NetFaults(
+            name,
+            cluster.networks,
+            lambda what, obj, desc: live.event(events.NET_KINDS[what], obj, desc),
+        )
         say(f"networks: {len(made)} namespaces (ip netns list; fabriclab networks --name {name})")
     inst.save()
     api_argv = ["api", "--name", name, "--listen", req.api or "", "--fabric-pid", str(os.getpid())]
