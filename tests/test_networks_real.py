@@ -45,6 +45,29 @@ def test_lab_networks_as_ip_and_ping_see_them(real_tools, tmp_path):
         assert ping("sched-controller", ("sched-worker2-bmc", "oob")).returncode == 0
         r = ping("sched-worker1", ("sched-worker2-bmc", "oob"))
         assert r.returncode != 0 and "unreachable" in (r.stdout + r.stderr).lower()
+        # lldpd in every namespace: each interface's neighbour is the switch port the
+        # spec cables it to
+        want = {
+            i["name"]: i["peer"]
+            for e in doc["endpoints"]
+            if e["name"] == "sched-worker1"
+            for i in e["interfaces"]
+        }
+
+        def neighbours() -> dict[str, str]:
+            out = f.ok("exec", "--name", f.name, "sched-worker1", "--", "lldpctl", "-f", "keyvalue")
+            got: dict[str, dict[str, str]] = {}
+            for line in out.splitlines():
+                key, _, value = line.partition("=")
+                parts = key.split(".")
+                if len(parts) >= 4 and parts[0] == "lldp":
+                    got.setdefault(parts[1], {})[".".join(parts[2:])] = value
+            return {
+                iface: f"{d.get('chassis.name')}[{d.get('port.ifname', '')[3:]}]"
+                for iface, d in got.items()
+            }
+
+        assert wait_for(lambda: neighbours() == want or None, 30, "LLDP neighbours") is True
         # the compute fabric's view from the same tray, through the host library
         ibstat = f.ok("exec", "--name", f.name, "sched-worker1", "--", "ibstat", "-l")
         assert ibstat.split() == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]

@@ -26,25 +26,12 @@ from pyroute2 import IPRoute, NetNS, netns
 
 from ...errors import InputError, Problem
 from ...model.networks import Networks
+from . import lldp
+from .names import existing, namespace
 
 BRIDGE = "br0"
 NETNS_DIR = "/run/netns"  # where ip netns and pyroute2 keep the namespaces' mounts
-
-
-def prefix(fabric: str) -> str:
-    """What every namespace of fabric ``fabric`` is named with."""
-    return f"fl.{fabric}."
-
-
-def namespace(fabric: str, node: str) -> str:
-    """The namespace of endpoint or switch ``node`` of ``fabric``."""
-    return prefix(fabric) + node
-
-
-def existing(fabric: str) -> list[str]:
-    """The fabric's namespaces that exist now."""
-    p = prefix(fabric)
-    return sorted(n for n in netns.listnetns() if n.startswith(p))
+__all__ = ["build", "enter", "existing", "namespace", "teardown"]
 
 
 def build(fabric: str, nets: Networks) -> list[str]:
@@ -137,4 +124,5 @@ def teardown(fabric: str, grace: float = 2.0) -> list[str]:
     for ns in names:
         with contextlib.suppress(OSError, FileNotFoundError):
             netns.remove(ns)
+    lldp.remove(fabric)
     return names

@@ -22,7 +22,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from ...errors import InputError, Problem
 from ...ethernet import port_name
 from ...model.networks import Networks
-from .build import namespace
+from .names import namespace
 
 _PORT = re.compile(r"^(.+)\[(\d+)\]$")
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|b/s)?$", re.I)

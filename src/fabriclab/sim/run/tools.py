@@ -41,6 +41,7 @@ from ...statedir import state_dir
 from ..host import hostlib
 from ..host import sysfs as sysfs_tree
 from ..lan import build as lan
+from ..lan import lldp as lan_lldp
 from ..wire import procfs
 from ..wire.hostlink import host_socket
 from . import admin
@@ -280,6 +281,8 @@ def exec_tool(
         way, env = attach_env(inst, cluster, node, via)
     exe = _which(command[0], env)
     if ns is not None:  # its interfaces, addresses and routes: the endpoint's own
+        if command[0] in ("lldpctl", "lldpcli") and "-u" not in command:
+            command = [command[0], "-u", str(lan_lldp.socket(name, node)), *command[1:]]
         lan.enter(ns)
     if way == "umad2sim" and not os.access(os.getcwd(), os.W_OK):
         tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
