@@ -156,7 +156,8 @@ def load_spec(arg: str, *, trays: int | None = None) -> Spec:
 
 def scale_trays(spec: Spec, count: int) -> Spec:
     """The spec with exactly ``count`` trays: the last tray group's hostlist grows (or is
-    cut) in its first range, the other groups stay.  Only generated fabrics scale."""
+    cut) in its first range, the other groups stay.  Only generated fabrics scale; the
+    other networks, which name trays one by one, are left out of a scaled spec."""
     if spec.fabric.fat_tree is None:
         raise SpecError([Problem("--trays", "only a fat_tree fabric can be scaled")])
     if not spec.trays:
@@ -190,4 +191,7 @@ def scale_trays(spec: Spec, count: int) -> Spec:
         raise SpecError([Problem("--trays", str(e))]) from None
     new = spec.model_copy(deep=True)
     new.trays[-1].hosts = hosts
+    if count != fixed + hostlist.count(last.hosts):
+        # the other networks cable trays one by one: a scaled spec has none of them
+        new.networks, new.services = [], []
     return new
