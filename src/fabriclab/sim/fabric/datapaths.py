@@ -252,16 +252,28 @@ def route(snap: Snapshot, src: np.ndarray, dst: np.ndarray) -> Routes:
         keep = ~(relay | to_self)
         alive, egress = alive[keep], nxt[keep]
     # alive here looped: LOST, already the default
+    return walked(snap, src, nhops, step_flows, step_ports, end, at)
+
+
+def walked(
+    snap: Snapshot,
+    src: np.ndarray,
+    nhops: np.ndarray,
+    step_flows: list[np.ndarray],
+    step_ports: list[np.ndarray],
+    end: np.ndarray,
+    at: np.ndarray,
+) -> Routes:
+    """The routes of a hop-by-hop walk: at step k, flows ``step_flows[k]`` left by ports
+    ``step_ports[k]``; each flow's ``nhops`` steps in all, its ``end`` and ``at``."""
     ptr = np.concatenate(([0], np.cumsum(nhops)))
     hops = np.empty(int(ptr[-1]), dtype=np.int64)
     for step, (fl, ports) in enumerate(zip(step_flows, step_ports, strict=True)):
         hops[ptr[fl] + step] = ports
-    mtu = np.full(nflows, 4096, dtype=np.int64)
+    mtu = np.full(len(src), 4096, dtype=np.int64)
     has = nhops > 0
     if has.any():
-        hop_mtu = snap.mtu[hops]
-        starts = ptr[:-1][has]
-        mtu[has] = np.minimum.reduceat(hop_mtu, starts)
+        mtu[has] = np.minimum.reduceat(snap.mtu[hops], ptr[:-1][has])
     # flows that never left their port: the MTU of that port
     mtu[~has] = snap.mtu[src[~has]]
     return Routes(ptr, hops, end, at, mtu)

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from ...fabric.datapaths import DELIVERED, DISCARDED, LOST, MAX_HOPS, RELAY, Routes, Snapshot
+from ...fabric.datapaths import DELIVERED, DISCARDED, LOST, MAX_HOPS, RELAY, Snapshot, walked
 
 SUBFLOWS = 16
 _FAR = 1 << 14  # a distance for switches with no path between them
@@ -135,12 +135,4 @@ def spread(snap: Snapshot, src: np.ndarray, dst: np.ndarray, m: int = SUBFLOWS):
             end[alive[relay]], at[alive[relay]] = RELAY, ingress[relay]
         keep = ~relay
         alive, egress = alive[keep], nxt[keep]
-    ptr = np.concatenate(([0], np.cumsum(nhops)))
-    hops = np.empty(int(ptr[-1]), dtype=np.int64)
-    for step, (fl, ports) in enumerate(zip(steps_f, steps_p, strict=True)):
-        hops[ptr[fl] + step] = ports
-    mtu = np.full(total, 4096, dtype=np.int64)
-    has = nhops > 0
-    if has.any():
-        mtu[has] = np.minimum.reduceat(snap.mtu[hops], ptr[:-1][has])
-    return Routes(ptr, hops, end, at, mtu), parent
+    return walked(snap, src[parent], nhops, steps_f, steps_p, end, at), parent
