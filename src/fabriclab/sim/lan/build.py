@@ -7,7 +7,8 @@ and removed through netlink (pyroute2):
 - every cable is a veth pair, each end in its namespace under the name the spec gives
   it (a tray's ``enp1s0f0np0``, a switch's ``swp3``);
 - every switch namespace holds a bridge, ``br0``, whose ports are its cables' ends;
-- every endpoint interface has its address, and loopback is up everywhere.
+- every endpoint interface has its address, and loopback is up everywhere;
+- an lldpd runs in every namespace (:mod:`.lldp`).
 
 Nothing is made in the namespace this runs in but the veth pairs, for a moment, before
 their ends are moved.  :func:`teardown` removes every namespace with the fabric's
@@ -27,10 +28,9 @@ from pyroute2 import IPRoute, NetNS, netns
 from ...errors import InputError, Problem
 from ...model.networks import Networks
 from . import lldp
-from .names import existing, namespace
+from .names import NETNS_DIR, existing, namespace
 
 BRIDGE = "br0"
-NETNS_DIR = "/run/netns"  # where ip netns and pyroute2 keep the namespaces' mounts
 __all__ = ["build", "enter", "existing", "namespace", "teardown"]
 
 
@@ -53,6 +53,7 @@ def build(fabric: str, nets: Networks) -> list[str]:
                     n.link("set", index=n.link_lookup(ifname=BRIDGE)[0], state="up")
         _cables(fabric, nets)
         _addresses(fabric, nets)
+        lldp.start(fabric, nets)
     except BaseException:
         teardown(fabric)
         raise

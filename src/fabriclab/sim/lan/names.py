@@ -3,7 +3,15 @@ endpoint and switch of its other networks."""
 
 from __future__ import annotations
 
-from pyroute2 import netns
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...model.networks import Networks
+
+# where ip netns and pyroute2 keep the namespaces' mounts: read as a directory, so that
+# naming a fabric's namespaces (every 'down', every 'exec') loads no netlink library
+NETNS_DIR = "/run/netns"
 
 
 def prefix(fabric: str) -> str:
@@ -19,4 +27,16 @@ def namespace(fabric: str, node: str) -> str:
 def existing(fabric: str) -> list[str]:
     """The fabric's namespaces that exist now."""
     p = prefix(fabric)
-    return sorted(n for n in netns.listnetns() if n.startswith(p))
+    try:
+        return sorted(n for n in os.listdir(NETNS_DIR) if n.startswith(p))
+    except FileNotFoundError:  # no namespace was ever made on this machine
+        return []
+
+
+def endpoint_namespace(fabric: str, nets: Networks | None, node: str) -> str | None:
+    """The namespace ``up --networks`` made for ``node`` (an endpoint or switch of the
+    fabric's other networks), when there is one."""
+    if nets is None or (node not in nets.endpoints and node not in nets.switches):
+        return None
+    ns = namespace(fabric, node)
+    return ns if ns in existing(fabric) else None

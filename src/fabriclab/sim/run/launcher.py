@@ -22,7 +22,6 @@ from ...model.cluster import Cluster
 from ...statedir import state_dir
 from ..lan import build as lan
 from ..lan import faults as lan_faults
-from ..lan import lldp as lan_lldp
 from ..live import admin_requests, events, journal
 from ..live.api import LiveFabric
 from ..live.clock import VirtualClock, WallClock
@@ -336,7 +335,6 @@ def _serve(
     if req.networks and cluster.networks is not None:
         phases.phase("serving", "building the other networks")
         made = lan.build(name, cluster.networks)
-        lan_lldp.start(name, cluster.networks)
         live.net_faults = lan_faults.NetFaults(
             name,
             cluster.networks,

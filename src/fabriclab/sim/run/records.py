@@ -20,7 +20,7 @@ from ...errors import FabriclabError, InputError, Problem
 from ...ib import simwire
 from ...ib.simwire import DEFAULT_NAME
 from ...statedir import open_state_file, replace_state_file, state_dir
-from ..lan import build as lan
+from ..lan import names as lan_names
 from ..wire import procfs
 
 
@@ -242,8 +242,10 @@ def stop(name: str, timeout: float = 10.0) -> Instance:
             time.sleep(0.05)
     if inst.sm_pid:
         signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
-    if os.geteuid() == 0 and lan.existing(name):  # what a killed server left of its networks
-        lan.teardown(name)
+    if os.geteuid() == 0 and lan_names.existing(name):  # what a killed server left of its networks
+        from ..lan.build import teardown  # (netlink loaded only when there is work for it)
+
+        teardown(name)
     inst.path.unlink(missing_ok=True)
     return inst
 

@@ -40,8 +40,8 @@ from ...model.cluster import Cluster
 from ...statedir import state_dir
 from ..host import hostlib
 from ..host import sysfs as sysfs_tree
-from ..lan import build as lan
 from ..lan import lldp as lan_lldp
+from ..lan.names import endpoint_namespace
 from ..wire import procfs
 from ..wire.hostlink import host_socket
 from . import admin
@@ -274,7 +274,7 @@ def exec_tool(
     inst = Instance.load(name)
     check_serving(inst)
     cluster = load(inst.spec, inst.trays)
-    ns = _network_namespace(name, cluster, node)
+    ns = endpoint_namespace(name, cluster.networks, node)
     if ns is not None and cluster.tray(node) is None:  # a BMC, service node or switch
         way, env = "netns", dict(os.environ)
     else:
@@ -283,23 +283,15 @@ def exec_tool(
     if ns is not None:  # its interfaces, addresses and routes: the endpoint's own
         if command[0] in ("lldpctl", "lldpcli") and "-u" not in command:
             command = [command[0], "-u", str(lan_lldp.socket(name, node)), *command[1:]]
-        lan.enter(ns)
+        from ..lan.build import enter  # (netlink loaded only for an endpoint's namespace)
+
+        enter(ns)
     if way == "umad2sim" and not os.access(os.getcwd(), os.W_OK):
         tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
         say(f"warning: {os.getcwd()} is not writable; running in {tmp}")
         os.chdir(tmp)
     sys.stdout.flush()
     os.execve(exe, [command[0], *command[1:]], env)
-
-
-def _network_namespace(name: str, cluster: Cluster, node: str) -> str | None:
-    """The namespace ``up --networks`` made for ``node`` (an endpoint or switch of the
-    spec's other networks), when there is one."""
-    nets = cluster.networks
-    if nets is None or (node not in nets.endpoints and node not in nets.switches):
-        return None
-    ns = lan.namespace(name, node)
-    return ns if ns in lan.existing(name) else None
 
 
 def _which(tool: str, env: dict[str, str]) -> str:

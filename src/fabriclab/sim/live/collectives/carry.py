@@ -74,7 +74,7 @@ def carry(snap: Snapshot, pat: Pattern, nch: int, spread: bool = False) -> Fabri
     np.minimum.at(per_channel, pat.channel, rate)
     slowest = float(per_channel.min()) if nch else 0.0
     bus = nch * slowest / 1e9 if math.isfinite(slowest) else 0.0
-    if not spread:
+    if not spread:  # one sub-flow a flow: none to tell apart
         return Fabric(pat, x, rate * pat.share, bus)
     return Fabric(pat, x, rate * pat.share, bus, parent=parent, sub_rate=sub)
 

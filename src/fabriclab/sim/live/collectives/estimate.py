@@ -172,8 +172,6 @@ class Plan:
                 return "NCCL_COLLNET_ENABLE is not 1"
             if pl.nnodes < 2:
                 return "the ranks share one NVLink group"
-        if a == tuning.TREE and pl.nnodes < 2 and self.func != "AllReduce":
-            return "one NVLink group"
         return None
 
     def _bus_simple(self, a: int) -> float:

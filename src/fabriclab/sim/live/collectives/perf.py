@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 
 from ....errors import InputError, Problem
 from ....formats import nccl_tests
-from ....spec import hostlist
 
 # (short, long, takes a value); src/common.cu longopts
 OPTIONS = (
@@ -288,8 +287,3 @@ def render(
             )
         rows.append(r)
     return nccl_tests.render(a.header(), devices(a, job, gpu_name, pid), rows)
-
-
-def node_list(job: Launch) -> str:
-    """The job's nodes as a hostlist for the model."""
-    return hostlist.compress(job.nodes) if hasattr(hostlist, "compress") else ",".join(job.nodes)

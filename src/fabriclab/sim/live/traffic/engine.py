@@ -55,10 +55,9 @@ of many places, or on :meth:`TrafficEngine.reroute`).  Counters reach the ports'
 :class:`~.counters.Counters` when they are read (the port's ``flush``), so an update of
 the whole fabric is a few numpy passes.  One engine per fabric, used from one thread.
 
-This module is the engine: its API and its time steps.  The flow table is
-:mod:`.flows`, routes and partition checks :mod:`.routes`, rates
-:mod:`.rates`, the counting :mod:`.counters`, flows with nowhere to go :mod:`.retry`
-and the flows picked and summed for a listing :mod:`.query`.
+This module is the engine: its API and its time steps.  The flow table is :mod:`.flows`,
+routes and partition checks :mod:`.routes`, rates :mod:`.rates`, the counting :mod:`.counters`,
+flows with nowhere to go :mod:`.retry`, the flows a listing picks and sums :mod:`.query`.
 """
 
 from __future__ import annotations
@@ -83,12 +82,9 @@ PATCH_MAX = 64  # switches and ports changed beyond which every flow is routed a
 
 
 class TrafficEngine:
-    """The flows of one fabric and the counters they move (see the module).
-
-    ``on_trap(port, number, src, drop)``, when set, sends the trap a partition drop
-    raises from ``port`` to the subnet manager (``src``: the sending port, ``drop``: the
-    :class:`...fabric.partitions.Drop`).
-    """
+    """The flows of one fabric and the counters they move (see the module).  ``on_trap(port,
+    number, src, drop)``, when set, sends the trap a partition drop raises from ``port`` to
+    the subnet manager (``src``: the sending port, ``drop``: the :class:`...fabric.partitions.Drop`)."""
 
     def __init__(self, sim: SimFabric, clock: Clock):
         self.sim = sim
@@ -106,11 +102,8 @@ class TrafficEngine:
         self._rates_stale = True
         self._wait_ports = np.zeros(0, dtype=np.int64)  # ports offered more than they send
         self._wait_excess = np.zeros(0)  # and by how much (wire bytes/s)
-        settle = self._counts.settle
-        for n in sim.nodes:
-            for p in n.ports:
-                if p is not None:
-                    p.traffic = settle
+        for p in (p for n in sim.nodes for p in n.ports if p is not None):
+            p.traffic = self._counts.settle
 
     # --- the API ---------------------------------------------------------------------
 
@@ -258,9 +251,8 @@ class TrafficEngine:
         return int(np.isin(self._f.state[: self._f.n], LIVE).sum())
 
     def snapshot(self) -> Snapshot:
-        """The fabric as routing sees it now: the engine's own, kept from call to call
-        and brought up to date by what changed since (see :meth:`_changed`).  Read it,
-        never change it."""
+        """The fabric as routing sees it now, kept from call to call and brought up to
+        date by what changed since (:meth:`_changed`).  Read it, never change it."""
         gen = self.sim.generation
         if self._reroute or self._snap is None or self._snap.generation != gen.value:
             self._changed(gen)
@@ -360,11 +352,8 @@ class TrafficEngine:
     def _prepare(self) -> None:
         """Routes for every flow on the fabric as it is now, and rates for them."""
         f = self._f
-        gen = self.sim.generation
-        if self._reroute or self._snap is None or self._snap.generation != gen.value:
-            self._changed(gen)
+        snap = self.snapshot()  # what changed since taken in
         if self._routed < f.n:
-            snap = self._snapshot()
             lo, hi = self._routed, f.n
             self.routings += hi - lo
             new = route_flows(snap, f.src[lo:hi], f.dst[lo:hi], self.on_trap)
