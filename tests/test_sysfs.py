@@ -144,8 +144,20 @@ def test_tree_is_replaced_atomically_and_only_where_changed(tmp_path, su):
     (other / "keep").write_text("x")
     with pytest.raises(InputError, match="not a tree fabriclab wrote"):
         sysfs.Tree(other).claim()
-    sysfs.Tree(root).claim()
-    assert not (root / "class").exists() and (root / sysfs.MARK).exists()
+    # taken over, the old tree stays readable until the first write replaces it; what
+    # the new tray lacks goes then (a node_exporter scraping meanwhile sees a whole tree)
+    (root / "class/infiniband/mlx5_9/ports/1").mkdir(parents=True)
+    (root / "class/infiniband/mlx5_9/ports/1/state").write_text("4: ACTIVE\n")
+    (root / "class/infiniband/mlx5_0/extra").write_text("old\n")
+    again = sysfs.Tree(root)
+    again.claim()
+    assert state.read_text() == "1: DOWN\n" and (root / sysfs.MARK).exists()
+    assert again.update(files) == len(files)
+    assert not (root / "class/infiniband/mlx5_9").exists()
+    assert not (root / "class/infiniband/mlx5_0/extra").exists()
+    assert sorted(
+        str(f.relative_to(root)) for f in (root / "class").rglob("*") if f.is_file()
+    ) == sorted(files)
 
 
 def _ibstat_blocks(text: str) -> dict[str, list[str]]:

@@ -211,10 +211,12 @@ class Tree:
         self.root = root
         self.written: dict[str, str] = {}
         self._ident: tuple[int, int] | None = None  # the directory claimed
+        self._prune = False  # an old tree was taken over: remove what it has beyond ours
 
     def claim(self) -> None:
         """Make ``root`` ours: it must be missing, empty, or a tree written before (then
-        its old contents go); anything else is refused."""
+        its files stay readable until the first update replaces them, and what that
+        update does not write goes); anything else is refused."""
         with safedir.open_dir(self.root) as d:
             d.check_entries()
             names = d.names()
@@ -229,8 +231,9 @@ class Tree:
                     ]
                 )
             d.check_entries(_OURS, deep=True)
-            for old in _OURS:
-                d.remove(old)
+            d.remove(_ASIDE)  # only what a writer that died left half written
+            self._prune = mark is not None
+            _sweep(d, "", None)  # no link in the old tree is followed, nor kept
             d.write(MARK, b"written by fabriclab sysfs\n")
             d.sub(_ASIDE).close()  # beside the tree, on its file system: renames are atomic
             self._ident = d.ident()
@@ -258,6 +261,11 @@ class Tree:
                     d = dirs.get(parent) or _enter(dirs, parent)
                     d.write(name, text.encode(), aside=aside)
                     self.written[rel] = text
+                if self._prune:
+                    keep = set(files)
+                    keep.update(r[: i + 1] for r in files for i, c in enumerate(r) if c == "/")
+                    _sweep(root, "", keep)
+                    self._prune = False
             finally:
                 for rel, d in dirs.items():
                     if rel:
@@ -267,6 +275,29 @@ class Tree:
 
 _ASIDE = ".tmp"
 _OURS = ("class", _ASIDE)  # what a tree holds beside its mark
+
+
+def _sweep(d: safedir.Dir, rel: str, keep: set[str] | None) -> None:
+    """Remove under ``d`` (at ``rel`` in the tree) every entry that is neither a file
+    nor a directory (a symbolic link is removed, never followed) and, given ``keep``
+    (files, and directories as ``a/b/``), every file or directory not in it; the mark
+    and the aside directory stay."""
+    for name in d.names():
+        if not rel and name in (MARK, _ASIDE):
+            continue
+        path = f"{rel}{name}"
+        st = d.entry(name)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            below = path + "/"
+            if keep is None or below in keep:
+                with d.sub(name, create=False) as sub:
+                    _sweep(sub, below, keep)
+                continue
+        elif stat.S_ISREG(st.st_mode) and (keep is None or path in keep):
+            continue
+        d.remove(name)
 
 
 def _enter(dirs: dict[str, safedir.Dir], rel: str) -> safedir.Dir:
