@@ -68,6 +68,9 @@ def test_lab_networks_as_ip_and_ping_see_them(real_tools, tmp_path):
             }
 
         assert wait_for(lambda: neighbours() == want or None, 30, "LLDP neighbours") is True
+        # every cable as LLDP finds it, the spec's
+        r = f.fabriclab("check", "--name", f.name, "--lldp", "--json")
+        assert (r.returncode, json.loads(r.stdout)) == (0, {"problems": []}), r.stderr
         # the compute fabric's view from the same tray, through the host library
         ibstat = f.ok("exec", "--name", f.name, "sched-worker1", "--", "ibstat", "-l")
         assert ibstat.split() == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
@@ -82,6 +85,53 @@ def test_lab_networks_as_ip_and_ping_see_them(real_tools, tmp_path):
     assert _ns_left(f.name) == []
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert not [line for line in links.splitlines() if line.startswith("fl")]
+
+
+def test_a_swapped_ethernet_cable_shows_in_lldp_and_check(real_tools, tmp_path):
+    swap = "LAB-STOR-01[2],LAB-STOR-01[3]"  # the two trays' storage cables exchanged
+    with fabric_up("lab", tmp_path, extra=["--networks", "--swap", swap]) as f:
+        r = f.fabriclab("check", "--name", f.name, "--lldp")
+        assert r.returncode == 1, r.stderr
+        w1, w2 = "sched-worker1/enp1s0f1np1", "sched-worker2/enp1s0f1np1"
+        assert r.stdout.splitlines() == [
+            f"wrong cable LAB-STOR-01[2] <-> {w2} (the spec cables LAB-STOR-01[2] to {w1}; "
+            f"the spec cables {w2} to LAB-STOR-01[3])",
+            f"wrong cable LAB-STOR-01[3] <-> {w1} (the spec cables LAB-STOR-01[3] to {w2}; "
+            f"the spec cables {w1} to LAB-STOR-01[2])",
+        ]
+        # the tray's own lldpctl names the port it is really cabled to; the spec's
+        # listing stays the intended cabling
+        out = f.ok("exec", "--name", f.name, "sched-worker1", "--", "lldpctl", "-f", "keyvalue")
+        assert "lldp.enp1s0f1np1.port.ifname=swp3" in out.splitlines()
+        doc = json.loads(f.ok("networks", "--name", f.name, "--json"))
+        peers = {
+            i["name"]: i["peer"]
+            for e in doc["endpoints"]
+            if e["name"] == "sched-worker1"
+            for i in e["interfaces"]
+        }
+        assert peers["enp1s0f1np1"] == "LAB-STOR-01[2]"
+        # a fault names the cable at the port as built
+        out = f.ok("fault", "--name", f.name, "net", "LAB-STOR-01[2]", "down", "--json")
+        assert json.loads(out)["links"] == [f"LAB-STOR-01[2] -- {w2}"]
+    bad = [
+        (
+            ["--swap", swap],
+            "--swap LAB-STOR-01[2],LAB-STOR-01[3]: Ethernet cables are built only with --networks",
+        ),
+        (
+            ["--networks", "--swap", "LAB-STOR-01[2],sched-worker1/mlx5_0[1]"],
+            "an Ethernet end and an InfiniBand port: swap alike",
+        ),
+        (
+            ["--networks", "--swap", "LAB-STOR-01[99],LAB-STOR-01[2]"],
+            "LAB-STOR-01[99]: LAB-STOR-01 (NVIDIA SN5600) has no port 99",
+        ),
+    ]
+    for extra, message in bad:
+        r = fl("up", "lab", "--name", "badswap", "--detach", *extra)
+        assert r.returncode == 2 and r.stderr.strip().endswith(message), r.stderr
+    assert _ns_left("badswap") == []
 
 
 def test_networks_need_a_spec_that_declares_them():

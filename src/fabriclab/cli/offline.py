@@ -1,5 +1,5 @@
 """The commands that need no running fabric: presets, validate, inspect, render, import,
-check."""
+check (which also checks a running fabric's other networks, by LLDP)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from ..model.to_spec import spec_from_fabric
 from ..spec.load import preset_names
 from .common import (
     JsonOpt,
+    NameOpt,
     OutputOpt,
     SpecArg,
     TraysOpt,
     command,
+    fabric_name,
     group,
     load_cluster,
     now,
@@ -249,17 +251,64 @@ def import_(
 
 @command(commands)
 def check(
-    spec: str = typer.Argument(..., help="The spec: the intended cabling."),
-    ib_file: Path = typer.Option(..., "--ibnetdiscover", help="ibnetdiscover output to check."),
+    spec: str | None = typer.Argument(
+        None, help="The spec: the intended cabling (none: the running fabric's, --name)."
+    ),
+    ib_file: Path | None = typer.Option(
+        None, "--ibnetdiscover", help="ibnetdiscover output to check."
+    ),
+    lldp: bool = typer.Option(
+        False,
+        "--lldp",
+        help="Check the running fabric's other networks (up --networks): the cabling "
+        "their LLDP neighbours show.",
+    ),
+    wait: float = typer.Option(
+        11.0,
+        "--wait",
+        metavar="SECONDS",
+        help="With --lldp: how long to wait for every cabled interface to see a neighbour "
+        "(LLDP announces every 5 s).",
+    ),
     trays: int | None = TraysOpt,
+    name: str | None = NameOpt,
+    json_out: bool = JsonOpt,
 ) -> None:
     """Compare discovered cabling with the spec: one line per wrong or missing cable (both
-    ends named); exit 1 when they differ.
+    ends named); exit 1 when they differ.  The compute fabric's from an ibnetdiscover
+    dump, the other networks' from the LLDP neighbours of a fabric up with --networks.
 
     Example: fabriclab check gb200-su --ibnetdiscover su.ibnetdiscover
     """
-    lines = compare(load_cluster(spec, trays).fabric, ibnetdiscover.parse_file(str(ib_file)).fabric)
-    for line in lines:
-        show(line)
+    if ib_file is None and not lldp:
+        raise InputError([Problem("check", "give --ibnetdiscover FILE, --lldp, or both")])
+    if not 0 <= wait <= 600:
+        raise InputError([Problem("--wait", f"{wait:g}: between 0 and 600 seconds")])
+    fabric = None
+    if spec is None or lldp:
+        from ..sim.run.records import Instance
+
+        inst = Instance.load(fabric_name(name))
+        fabric = inst.name
+        if spec is None:
+            spec, trays = inst.spec, inst.trays
+    cluster = load_cluster(spec, trays)
+    lines: list[str] = []
+    if ib_file is not None:
+        lines += compare(cluster.fabric, ibnetdiscover.parse_file(str(ib_file)).fabric)
+    if lldp:
+        from ..model import net_cabling
+        from ..sim.lan import lldp as lan_lldp
+
+        nets = cluster.networks
+        if nets is None or not nets.links:
+            raise InputError([Problem("--lldp", f"{spec} declares no networks")])
+        assert fabric is not None
+        lines += net_cabling.compare(nets, lan_lldp.cabling(fabric, nets, wait))
+    if json_out:
+        print_json({"problems": lines})
+    else:
+        for line in lines:
+            show(line)
     if lines:
         raise typer.Exit(1)

@@ -12,18 +12,21 @@ it.  The instances live in the fabric's namespaces, so removing those ends them.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from ...errors import FabriclabError
 from ...ethernet import SWITCH_MODELS
 from ...model.networks import Networks
 from .names import namespace
 
 RUN_DIR = Path("/run/fabriclab-lldp")
 TX_INTERVAL = 5  # seconds between announcements (lldpd's default is 30)
-START_TIMEOUT = 10.0  # seconds for an instance's control socket to appear
+START_TIMEOUT = 10.0  # seconds for an instance to start (or answer)
+START_BATCH = 32  # instances started (or asked) at once
 
 
 def _short(text: str) -> str:
@@ -40,44 +43,109 @@ def socket(fabric: str, node: str) -> Path:
 
 
 def start(fabric: str, nets: Networks) -> int:
-    """An lldpd in every namespace of ``nets``, named as the spec names its node; how
-    many were started."""
+    """An lldpd in every namespace of ``nets``, named as the spec names its node and
+    configured before its first announcement (its system name from a UTS namespace of
+    its own, the rest from the fabric's configuration file, ``lldpd -O``); how many
+    were started.  They start side by side, at most :data:`START_BATCH` at once."""
     d = fabric_dir(fabric)
     d.mkdir(parents=True, exist_ok=True)
+    conf = d / "lldpd.conf"
+    conf.write_text(
+        f"configure lldp portidsubtype ifname\nconfigure lldp tx-interval {TX_INTERVAL}\n"
+    )
     nodes = dict.fromkeys(nets.endpoints, "")
     nodes.update({s.name: SWITCH_MODELS[s.model].name for s in nets.switches.values()})
-    for node in nodes:
-        sock = socket(fabric, node)
-        pid = sock.with_suffix(".pid")
-        # in a UTS namespace of its own named as the node: its first announcement
-        # already carries the node's name
-        run = 'hostname "$0" && exec lldpd -u "$1" -p "$2"'
-        argv = ["unshare", "--uts", "sh", "-c", run, node, str(sock), str(pid)]
-        subprocess.run(
-            ["ip", "netns", "exec", namespace(fabric, node), *argv], check=True, capture_output=True
-        )
-    deadline = time.monotonic() + START_TIMEOUT
-    for node, descr in nodes.items():
-        sock = socket(fabric, node)
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"lldpd for {node} did not start in {START_TIMEOUT:g} s")
-            time.sleep(0.02)
-        config = [
-            f"configure system hostname {node}",
-            "configure lldp portidsubtype ifname",
-            f"configure lldp tx-interval {TX_INTERVAL}",
-        ]
-        if descr:
-            config.append(f'configure system description "{descr}"')
-        subprocess.run(
-            ["lldpcli", "-u", str(sock)],
-            input="\n".join(config) + "\n",
-            text=True,
-            check=True,
-            capture_output=True,
-        )
+    # lldpd daemonizes once its socket is bound: each start returns when it is ready
+    run = 'hostname "$0" && exec lldpd "$@"'
+    todo = list(nodes.items())
+    while todo:
+        batch, todo = todo[:START_BATCH], todo[START_BATCH:]
+        procs = []
+        for node, descr in batch:
+            sock = socket(fabric, node)
+            argv = ["-u", str(sock), "-p", str(sock.with_suffix(".pid")), "-O", str(conf)]
+            argv += ["-S", descr] if descr else []
+            enter = ["ip", "netns", "exec", namespace(fabric, node), "unshare", "--uts"]
+            cmd = [*enter, "sh", "-c", run, node, *argv]
+            procs.append(
+                (node, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            )
+        for node, proc in procs:
+            try:
+                _, err = proc.communicate(timeout=START_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise RuntimeError(
+                    f"lldpd for {node} did not start in {START_TIMEOUT:g} s"
+                ) from None
+            if proc.returncode:
+                last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+                raise FabriclabError(f"did not start: {last}", f"lldpd of {node}")
     return len(nodes)
+
+
+def neighbours(fabric: str, nodes: list[str]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The cables the lldpd of each of ``nodes`` sees: (its interface, the neighbour's
+    system name and port id), each as (node, interface); a node whose lldpd does not
+    answer sees none."""
+    found = []
+    todo = list(nodes)
+    while todo:
+        batch, todo = todo[:START_BATCH], todo[START_BATCH:]
+        procs = [
+            (
+                node,
+                subprocess.Popen(
+                    ["lldpctl", "-u", str(socket(fabric, node)), "-f", "json0"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                ),
+            )
+            for node in batch
+        ]
+        for node, proc in procs:
+            try:
+                out, _ = proc.communicate(timeout=START_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                continue
+            if proc.returncode == 0:
+                found += [((node, i), far) for i, far in _parse(out)]
+    return found
+
+
+def cabling(
+    fabric: str, nets: Networks, wait: float
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The cables LLDP shows on ``fabric``'s networks, asked until every cabled end sees
+    a neighbour or ``wait`` seconds have passed (a cable down never will)."""
+    cabled = {end for link in nets.links for end in link}
+    nodes = [*nets.endpoints, *nets.switches]
+    deadline = time.monotonic() + wait
+    while True:
+        found = neighbours(fabric, nodes)
+        if cabled <= {near for near, _ in found} or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
+
+
+def _parse(out: bytes) -> list[tuple[str, tuple[str, str]]]:
+    """lldpctl's ``-f json0`` (every element a list) as (interface, (system name, port
+    id)) per neighbour."""
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return []
+    pairs = []
+    for lldp in doc.get("lldp") or []:
+        for iface in lldp.get("interface") or []:
+            for chassis in iface.get("chassis") or [{}]:
+                names = [n.get("value") for n in chassis.get("name") or []]
+                for port in iface.get("port") or []:
+                    ids = [i.get("value") for i in port.get("id") or []]
+                    if names and ids and names[0] and ids[0]:
+                        pairs.append((iface.get("name"), (names[0], ids[0])))
+    return pairs
 
 
 def remove(fabric: str) -> None:

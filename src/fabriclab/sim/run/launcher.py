@@ -17,7 +17,7 @@ from pathlib import Path
 from ... import eventlog
 from ...errors import InputError, Problem
 from ...ib import simwire
-from ...model import miswire
+from ...model import net_cabling
 from ...model.cluster import Cluster
 from ...statedir import state_dir
 from ..lan import build as lan
@@ -144,11 +144,7 @@ def _up(
 ) -> None:
     phases.phase("building", req.spec + (f", {req.trays} trays" if req.trays else ""))
     cluster = load(req.spec, req.trays)
-    for pair in req.swaps:  # serve a miswired fabric: the spec stays the intended one
-        a, sep, b = pair.partition(",")
-        if not sep:
-            raise InputError([Problem("--swap", f"{pair!r}: give two ports, PORT,PORT")])
-        miswire.swap(cluster, a, b)
+    net_cabling.swap_all(cluster, req.swaps, req.networks)  # the spec stays the intended one
     check_name_free(req.name, local=addr is None)
     req.sm_options = req.sm_options.checked(req.with_sm)  # its files, before anything starts
     if req.with_sm or (req.routed and req.sm_at):
