@@ -75,8 +75,8 @@ def start(fabric: str, nets: Networks) -> int:
                 _, err = proc.communicate(timeout=START_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                raise RuntimeError(
-                    f"lldpd for {node} did not start in {START_TIMEOUT:g} s"
+                raise FabriclabError(
+                    f"did not start in {START_TIMEOUT:g} s", f"lldpd of {node}"
                 ) from None
             if proc.returncode:
                 last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
