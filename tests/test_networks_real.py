@@ -6,13 +6,16 @@ before, and 'down' leaves no namespace, veth or process behind."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from fabric_server import fabric_up
 from helpers import fl, no_timestamp, wait_for
 
 PING = ("ping", "-c", "1", "-W", "2")
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "prometheus-node-exporter"
 
 
 def _ns_left(name: str) -> list[str]:
@@ -188,6 +191,12 @@ def test_the_oob_switch_fails_while_the_compute_fabric_is_fine(real_tools, tmp_p
 
 def _iperf(f, server: str, client: str, address: str) -> float:
     """Mb/s a 2-second iperf3 run gets from ``client`` to ``server``'s ``address``."""
+    return _iperf_doc(f, server, client, address)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def _iperf_doc(f, server: str, client: str, address: str) -> dict:
+    """iperf3's JSON report of a 2-second run from ``client`` to ``server``'s
+    ``address``."""
     srv = subprocess.Popen(
         ["ip", "netns", "exec", f"fl.{f.name}.{server}", "iperf3", "-s", "-1"],
         stdout=subprocess.DEVNULL,
@@ -201,8 +210,7 @@ def _iperf(f, server: str, client: str, address: str) -> float:
             )
             return json.loads(r.stdout) if r.returncode == 0 else None
 
-        doc = wait_for(run, 30, "iperf3 to connect")
-        return doc["end"]["sum_received"]["bits_per_second"] / 1e6
+        return wait_for(run, 30, "iperf3 to connect")
     finally:
         srv.kill()
         srv.wait()
@@ -221,3 +229,66 @@ def test_a_congested_storage_link_caps_iperf3(real_tools, tmp_path):
         f.ok("fault", "--name", f.name, "net", "sched-worker1/enp1s0f1np1", "--rate", "off")
         lifted = _iperf(f, "sched-storage", "sched-worker1", addr[("sched-storage", "storage")])
         assert lifted > 5 * 220, lifted
+        # the tray's interface counters, as node_exporter's netdev collector reads them in
+        # its namespace, move by what iperf3 sent
+        exporter = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fabriclab.cli",
+                "exec",
+                "--name",
+                f.name,
+                "sched-worker1",
+                "--",
+                NODE_EXPORTER,
+                "--collector.disable-defaults",
+                "--collector.netdev",
+                "--web.listen-address=127.0.0.1:9100",
+            ],
+            env=f.env,
+            cwd=f.workdir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+
+            def tx() -> float | None:
+                r = f.fabriclab(
+                    "exec",
+                    "--name",
+                    f.name,
+                    "sched-worker1",
+                    "--",
+                    "curl",
+                    "-sf",
+                    "127.0.0.1:9100/metrics",
+                )
+                for line in r.stdout.splitlines():
+                    if line.startswith('node_network_transmit_bytes_total{device="enp1s0f1np1"}'):
+                        return float(line.split()[-1])
+                return None
+
+            before = wait_for(tx, 30, "node_exporter's netdev metrics in sched-worker1")
+            sent = _iperf_doc(
+                f, "sched-storage", "sched-worker1", addr[("sched-storage", "storage")]
+            )
+            moved = tx() - before
+            assert (
+                sent["end"]["sum_sent"]["bytes"]
+                <= moved
+                <= 1.2 * sent["end"]["sum_sent"]["bytes"] + 1e6
+            ), moved
+            sysfs = f.ok(
+                "exec",
+                "--name",
+                f.name,
+                "sched-worker1",
+                "--",
+                "cat",
+                "/sys/class/net/enp1s0f1np1/statistics/tx_bytes",
+            )
+            assert int(sysfs) >= before + sent["end"]["sum_sent"]["bytes"]
+        finally:
+            exporter.terminate()
+            exporter.wait(timeout=30)

@@ -31,7 +31,7 @@ from . import lldp
 from .names import NETNS_DIR, existing, namespace
 
 BRIDGE = "br0"
-__all__ = ["build", "enter", "existing", "namespace", "teardown"]
+__all__ = ["build", "existing", "namespace", "teardown"]
 
 
 def build(fabric: str, nets: Networks) -> list[str]:
@@ -86,12 +86,6 @@ def _addresses(fabric: str, nets: Networks) -> None:
                 addr, length = iface.address.split("/")
                 i = n.link_lookup(ifname=iface.name)[0]
                 n.addr("add", index=i, address=addr, prefixlen=int(length))
-
-
-def enter(ns: str) -> None:
-    """Move this process into network namespace ``ns`` (before it runs a command
-    there)."""
-    netns.setns(ns)
 
 
 def _pids_in(ns: str) -> list[int]:

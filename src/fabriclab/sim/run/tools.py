@@ -280,18 +280,25 @@ def exec_tool(
     else:
         way, env = attach_env(inst, cluster, node, via)
     exe = _which(command[0], env)
-    if ns is not None:  # its interfaces, addresses and routes: the endpoint's own
+    argv = [command[0], *command[1:]]
+    if ns is not None:
         if command[0] in ("lldpctl", "lldpcli") and "-u" not in command:
-            command = [command[0], "-u", str(lan_lldp.socket(name, node)), *command[1:]]
-        from ..lan.build import enter  # (netlink loaded only for an endpoint's namespace)
-
-        enter(ns)
+            argv[1:1] = ["-u", str(lan_lldp.socket(name, node))]
+        argv, exe = [*_in_namespace(ns), exe, *argv[1:]], _which("ip", env)
     if way == "umad2sim" and not os.access(os.getcwd(), os.W_OK):
         tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
         say(f"warning: {os.getcwd()} is not writable; running in {tmp}")
         os.chdir(tmp)
     sys.stdout.flush()
-    os.execve(exe, [command[0], *command[1:]], env)
+    os.execve(exe, argv, env)
+
+
+def _in_namespace(ns: str) -> list[str]:
+    """The words that run a command in network namespace ``ns`` as ``ip netns exec``
+    does: its interfaces, addresses and routes the command's own, and /sys mounted
+    afresh in a private mount namespace so /sys/class/net (node_exporter's netdev
+    collector, ``ethtool``) shows them too."""
+    return ["ip", "netns", "exec", ns]
 
 
 def _which(tool: str, env: dict[str, str]) -> str:
@@ -341,8 +348,10 @@ def exec_mounted(name: str, tray: str, command: list[str], load: Loader) -> int:
         raise InputError([Problem("--mount", "unshare not found (util-linux)")])
     exe = _which(command[0], dict(os.environ))
     tree = tray_tree(name, tray)
+    ns = endpoint_namespace(name, cluster.networks, tray)  # (its own /sys first: see there)
     with tempfile.TemporaryDirectory(prefix="fabriclab-mount-") as aside:
         argv = [unshare, "-m", "--propagation", "private", "sh", "-c", _MOUNT_SCRIPT, "sh"]
+        argv = [*_in_namespace(ns), *argv] if ns is not None else argv
         proc = subprocess.Popen([*argv, aside, str(tree), exe, *command[1:]])
         while True:
             try:
