@@ -75,3 +75,21 @@ def test_swaps_of_both_kinds_in_one_up(lab):
         net_cabling.swap_all(cluster, ["LAB-OOB-01[1],LAB-OOB-01[2]"], built=False)
     with pytest.raises(InputError, match="give two ports"):
         net_cabling.swap_all(cluster, ["LAB-OOB-01[1]"], built=True)
+
+
+def test_a_journal_naming_what_the_networks_lack_is_refused_before_anything(lab):
+    from fabriclab.sim.lan.faults import NetFaults
+
+    faults = NetFaults("nowhere", lab.networks, lambda *a: None)
+    for doc, where in [
+        ({"down": ["LAB-FE-01[9]"]}, "journal: net.down.0"),
+        ({"down": ["sched-controller/eno1"]}, "journal: net.down.0"),  # not a switch port
+        ({"rates": {"sched-worker9/eth0": 8000}}, "journal: net.rates"),
+        (
+            {"flaps": [{"target": "LAB-XX", "period": 2.0, "left": 1, "down": False, "next": 0}]},
+            "journal: net.flaps.0.target",
+        ),
+    ]:
+        with pytest.raises(InputError, match=re.escape(where)):
+            faults.restore(doc, "journal")
+    assert faults.state() == {"down": [], "rates": {}, "flaps": []}

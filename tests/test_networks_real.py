@@ -292,3 +292,91 @@ def test_a_congested_storage_link_caps_iperf3(real_tools, tmp_path):
         finally:
             exporter.terminate()
             exporter.wait(timeout=30)
+
+
+def _events(f) -> list[dict]:
+    return [json.loads(line) for line in f.ok("events", "--name", f.name, "--json").splitlines()]
+
+
+def _carrier(f, node: str, iface: str) -> bool:
+    """Whether ``node``'s ``iface`` has its carrier (its cable up at both ends)."""
+    out = f.ok("exec", "--name", f.name, node, "--", "ip", "-br", "link", "show", iface)
+    return "LOWER_UP" in out
+
+
+def test_network_faults_flap_are_journaled_resumed_and_counted(real_tools, tmp_path, monkeypatch):
+    with fabric_up("lab", tmp_path, extra=["--networks", "--virtual-clock"]) as f:
+        # a flap on the fabric's (virtual) clock: down the first half of each period
+        out = f.ok(
+            "fault",
+            "--name",
+            f.name,
+            "net",
+            "LAB-FE-01[3]",
+            "flap",
+            "--period",
+            "10s",
+            "--count",
+            "2",
+        )
+        assert out.strip() == "link LAB-FE-01[3]: flapping 2 time(s), 10 s each, 1 link(s)"
+        seen = []
+        for _ in range(4):
+            seen.append(
+                wait_for(
+                    lambda: str(_carrier(f, "sched-worker1", "enp1s0f0np0")),
+                    10,
+                    "the tray's carrier",
+                )
+            )
+            f.ok("clock", "--name", f.name, "advance", "5")
+        assert seen == ["False", "True", "False", "True"]
+        faults = json.loads(f.ok("networks", "--name", f.name, "--json"))["faults"]
+        assert faults == {"down": [], "rates": {}, "flaps": []}  # the flap is over
+        log = _events(f)
+        flapped = [e["event_type"] for e in log if e["object_name"].startswith("LAB-FE-01[3]")]
+        assert flapped == ["9001", "9002", "9001", "9002"]
+        # faults in force: a link down, a rate cap, a flap half way; counted in /metrics
+        f.ok("fault", "--name", f.name, "net", "LAB-OOB-01[2]", "down")
+        f.ok("fault", "--name", f.name, "net", "sched-worker1/enp1s0f1np1", "--rate", "200mbit")
+        f.ok("fault", "--name", f.name, "net", "LAB-FE-01[4]", "flap", "--period", "1m")
+        before = json.loads(f.ok("networks", "--name", f.name, "--json"))["faults"]
+        assert before["down"] == ["LAB-FE-01[4]", "LAB-OOB-01[2]"]
+        assert set(before["rates"]) == {"LAB-STOR-01[2]", "sched-worker1/enp1s0f1np1"}
+        from prometheus_client.parser import text_string_to_metric_families
+        from starlette.testclient import TestClient
+
+        from fabriclab.api.app import make_app
+        from fabriclab.api.source import Source
+
+        monkeypatch.setenv("FABRICLAB_STATE_DIR", f.env["FABRICLAB_STATE_DIR"])
+        text = TestClient(make_app(Source.remote(f.name))).get("/metrics").text
+        fams = {m.name: m for m in text_string_to_metric_families(text)}
+        got = {s.labels["kind"]: s.value for s in fams["fabriclab_net_faults_active"].samples}
+        assert got == {"down": 2, "rate": 2, "flap": 1}
+        f.ok("down", "--name", f.name)
+        # brought back from the journal, without their events written again
+        r = f.fabriclab(
+            "up", "lab", "--name", f.name, "--detach", "--networks", "--virtual-clock", "--resume"
+        )
+        assert r.returncode == 0, r.stderr
+        after = json.loads(f.ok("networks", "--name", f.name, "--json"))["faults"]
+        assert after == before
+        assert not _carrier(f, "sched-worker1-bmc", "eth0")
+        assert not _carrier(f, "sched-worker2", "enp1s0f0np0")
+        qdisc = f.ok(
+            "exec",
+            "--name",
+            f.name,
+            "sched-worker1",
+            "--",
+            "tc",
+            "qdisc",
+            "show",
+            "dev",
+            "enp1s0f1np1",
+        )
+        assert "tbf" in qdisc and "rate 200Mbit" in qdisc
+        assert len(_events(f)) == len(log) + 3
+        f.ok("clock", "--name", f.name, "advance", "30")  # the flap goes on where it was
+        assert wait_for(lambda: _carrier(f, "sched-worker2", "enp1s0f0np0"), 10, "flap's up")

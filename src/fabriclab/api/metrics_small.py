@@ -8,7 +8,7 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
-from ..errors import FabriclabError
+from ..errors import FabriclabError, InputError
 from .metrics_events import EventCounter
 from .source import Source
 from .view import State
@@ -57,6 +57,7 @@ def small_families(source: Source, state: State, events: EventCounter) -> list:
     for k, v in kinds.items():
         faults.add_metric([k], v)
     fams.append(faults)
+    fams.extend(net_families(source))
     logged = CounterMetricFamily(
         "fabriclab_events", "Events in the fabric's event log, by severity", labels=["severity"]
     )
@@ -66,6 +67,26 @@ def small_families(source: Source, state: State, events: EventCounter) -> list:
     fams.extend(server_families(source.request("stats")))
     fams.extend(traffic_families(source))
     return fams
+
+
+def net_families(source) -> list:
+    """The faults in force on the other networks (admin op ``net``, action ``list``):
+    none when the fabric was not brought up with --networks."""
+    try:
+        state = source.request("net", action="list")
+    except InputError as e:
+        if e.problems and e.problems[0].where == "net":  # not built
+            return []
+        raise
+    g = GaugeMetricFamily(
+        "fabriclab_net_faults_active",
+        "Faults in force on the other networks: links down, link ends rate-capped, flaps",
+        labels=["kind"],
+    )
+    g.add_metric(["down"], len(state["down"]))
+    g.add_metric(["rate"], len(state["rates"]))
+    g.add_metric(["flap"], len(state["flaps"]))
+    return [g]
 
 
 # The admin op ``stats`` (docs/protocol.md): which counts are MADs' outcomes.

@@ -59,6 +59,13 @@ TraysOpt = typer.Option(
     None, "--trays", min=1, max=MAX_TRAYS, help="Scale the spec to this many trays."
 )
 OutputOpt = typer.Option(None, "-o", "--output", help="Write here instead of stdout.")
+# --name of a subcommand (``fault down --name N``), beside its group's
+SubNameOpt = typer.Option(
+    None,
+    "--name",
+    "-n",
+    help="The fabric's name (default: 'sim' if it is up, else the only fabric up).",
+)
 NameOpt = typer.Option(
     None,
     "--name",

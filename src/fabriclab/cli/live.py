@@ -18,6 +18,7 @@ from . import traffic_view as view
 from .common import (
     JsonOpt,
     NameOpt,
+    SubNameOpt,
     command,
     fabric_name,
     group,
@@ -61,13 +62,6 @@ for name, sub in (
     ("clock", clock_app),
 ):
     commands.add_typer(sub, name=name, rich_help_panel=PANEL)
-
-SubNameOpt = typer.Option(
-    None,
-    "--name",
-    "-n",
-    help="The fabric's name (default: 'sim' if it is up, else the only fabric up).",
-)
 
 
 def _group_name(ctx: typer.Context, name: str | None = NameOpt) -> None:
@@ -231,24 +225,7 @@ for kind, declared in FAULTS.items():
     _add(fault_app, kind, declared, partial(_fault, kind))
 
 
-@command(fault_app, "net")
-def fault_net(
-    ctx: typer.Context,
-    target: str = net_view.TARGET,
-    action: str | None = net_view.ACTION,
-    rate: str | None = net_view.RATE,
-    delay: float | None = net_view.DELAY,
-    loss: float | None = net_view.LOSS,
-    name: str | None = SubNameOpt,
-    json_out: bool = JsonOpt,
-) -> None:
-    """Faults on the other networks (up --networks): a link, switch or network down or
-    up, a link's rate capped, delay and loss (where the kernel has netem).
-
-    Example: fabriclab fault net LAB-OOB-01 down
-    """
-    r = _live(ctx, name, net_view.request(target, action, rate, delay, loss))
-    print_json(r) if json_out else show(net_view.line(r))
+command(fault_app, "net")(net_view.fault_net)
 
 
 @command(fault_app, "list")

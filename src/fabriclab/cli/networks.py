@@ -33,18 +33,22 @@ def networks(
     """List the networks beside the compute fabric (front end, storage, out-of-band
     management, ...): each one's kind and subnet, and every endpoint (tray, BMC, service
     node, switch) with its interfaces, their addresses and the switch port each is
-    cabled to.
+    cabled to.  For a running fabric up with --networks, also the faults in force on them.
 
     Example: fabriclab networks lab
     """
+    faults = None
     if spec is None:
         from ..sim.run.records import Instance
 
         inst = Instance.load(fabric_name(name))
         spec, trays = inst.spec, inst.trays
+        faults = _faults(inst.name)
     cluster = load_cluster(spec, trays)
     nets = cluster.networks
     doc = nets.to_json() if nets is not None else {"networks": [], "endpoints": []}
+    if faults is not None:
+        doc["faults"] = faults
     if json_out:
         print_json(doc)
         return
@@ -59,3 +63,24 @@ def networks(
         for i in e["interfaces"]
     ]
     table("endpoints", ("endpoint", "kind", "interface", "network", "address", "peer"), eps)
+    if faults is not None:
+        shown: list[tuple[str, str]] = [(t, "down") for t in faults["down"]]
+        shown += [(t, f"rate {bits:,} b/s") for t, bits in faults["rates"].items()]
+        shown += [
+            (f["target"], f"flapping: {f['left']} left, {f['period']:g} s each")
+            for f in faults["flaps"]
+        ]
+        table("faults", ("where", "fault"), shown)
+
+
+def _faults(fabric: str) -> dict | None:
+    """The faults in force on ``fabric``'s built networks (None: not built)."""
+    from ..errors import InputError
+    from ..sim.run import admin
+
+    try:
+        return admin.request(fabric, {"op": "net", "action": "list"})
+    except InputError as e:
+        if e.problems and e.problems[0].where == "net":  # up without --networks
+            return None
+        raise

@@ -14,7 +14,9 @@ are refused with one line.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
@@ -52,10 +54,13 @@ class NetFaults:
     """The faults of one fabric's other networks (``fabric``: its name, for the
     namespaces); ``emit(what, object, description)`` writes an event."""
 
-    def __init__(self, fabric: str, nets: Networks, emit: Emit):
-        self.fabric, self.nets, self.emit = fabric, nets, emit
+    def __init__(
+        self, fabric: str, nets: Networks, emit: Emit, now: Callable[[], float] = time.monotonic
+    ):
+        self.fabric, self.nets, self.emit, self.now = fabric, nets, emit, now
         self.down: set[tuple[str, str]] = set()  # (switch, port name) held down
         self.rates: dict[tuple[str, str], int] = {}
+        self.flaps: dict[str, Flap] = {}  # by target, as it was written
 
     def links(self, target: str) -> tuple[str, list[tuple[tuple[str, str], tuple[str, str]]]]:
         """What ``target`` names (link, switch or network) and its links, each as (its
@@ -88,9 +93,12 @@ class NetFaults:
         with NetNS(namespace(self.fabric, end[0])) as n:
             n.link("set", index=n.link_lookup(ifname=end[1])[0], state="up" if up else "down")
 
-    def set_down(self, target: str, down: bool) -> dict:
-        """Take ``target`` down (``down``) or bring it back; what changed."""
+    def set_down(self, target: str, down: bool, flapping: bool = False) -> dict:
+        """Take ``target`` down (``down``) or bring it back, ending a flap of it (but
+        when ``flapping``: the flap's own change); what changed."""
         kind, links = self.links(target)
+        if not flapping:
+            self.flaps.pop(target, None)
         changed = []
         for sw_end, other in links:
             if (sw_end in self.down) == down:
@@ -110,6 +118,22 @@ class NetFaults:
             )
         return {"target": target, "kind": kind, "action": what, "links": changed}
 
+    def _rate(self, end: tuple[str, str], bits: int | None) -> None:
+        """Cap what ``end`` sends at ``bits`` per second (None: lift the cap)."""
+        with NetNS(namespace(self.fabric, end[0])) as n:
+            i = n.link_lookup(ifname=end[1])[0]
+            if bits is None:  # the root qdisc back to the interface's own
+                for q in n.get_qdiscs(index=i):
+                    if q.get_attr("TCA_KIND") in ("tbf", "netem"):
+                        n.tc("del", index=i, handle=q["handle"], parent=q["parent"])
+            else:
+                burst = max(bits // 8 // 100, 16_384)  # 10 ms of bytes
+                n.tc("replace", "tbf", i, rate=f"{bits}bit", burst=burst, latency=TBF_LATENCY)
+        if bits is None:
+            self.rates.pop(end, None)
+        else:
+            self.rates[end] = bits
+
     def set_rate(self, target: str, rate: str | None) -> dict:
         """Cap each direction of ``target``'s links at ``rate`` (None: lift the cap)."""
         kind, links = self.links(target)
@@ -117,21 +141,7 @@ class NetFaults:
         done = []
         for sw_end, other in links:
             for end in (sw_end, other):
-                with NetNS(namespace(self.fabric, end[0])) as n:
-                    i = n.link_lookup(ifname=end[1])[0]
-                    if bits is None:  # the root qdisc back to the interface's own
-                        for q in n.get_qdiscs(index=i):
-                            if q.get_attr("TCA_KIND") in ("tbf", "netem"):
-                                n.tc("del", index=i, handle=q["handle"], parent=q["parent"])
-                    else:
-                        burst = max(bits // 8 // 100, 16_384)  # 10 ms of bytes
-                        n.tc(
-                            "replace", "tbf", i, rate=f"{bits}bit", burst=burst, latency=TBF_LATENCY
-                        )
-                if bits is None:
-                    self.rates.pop(end, None)
-                else:
-                    self.rates[end] = bits
+                self._rate(end, bits)
             done.append(f"{sw_end[0]}[{sw_end[1][3:]}] -- {other[0]}/{other[1]}")
         if bits is None:
             self.emit(
@@ -166,3 +176,92 @@ class NetFaults:
                         raise
         self.emit("rate", target, f"{kind} {target}: netem {opts}")
         return {"target": target, "kind": kind, "action": "netem", **opts}
+
+    # --- flapping ------------------------------------------------------------------
+
+    def flap(self, target: str, period: float, count: int) -> dict:
+        """Take ``target`` down and back up ``count`` times, each flap ``period`` seconds
+        of the fabric's clock, down the first half of it; what it names."""
+        kind, links = self.links(target)
+        self.flaps[target] = Flap(period, count, False, self.now())
+        self.run_due(self.now())
+        return {
+            "target": target,
+            "kind": kind,
+            "action": "flap",
+            "period": period,
+            "count": count,
+            "links": [f"{a[0]}[{a[1][3:]}] -- {b[0]}/{b[1]}" for a, b in links],
+        }
+
+    def next_due(self) -> float | None:
+        """When a flap's next change is due."""
+        return min((f.next for f in self.flaps.values()), default=None)
+
+    def run_due(self, now: float) -> None:
+        """Carry out the flaps' changes due by ``now``."""
+        for target, f in list(self.flaps.items()):
+            while self.flaps.get(target) is f and f.next <= now:
+                f.down = not f.down
+                self.set_down(target, f.down, flapping=True)
+                f.next += f.period / 2
+                if not f.down:
+                    f.left -= 1
+                    if f.left == 0:
+                        del self.flaps[target]
+
+    # --- the state, for listings and the journal ------------------------------------
+
+    def _name(self, end: tuple[str, str]) -> str:
+        if end[0] in self.nets.switches:
+            return f"{end[0]}[{end[1][3:]}]"
+        return f"{end[0]}/{end[1]}"
+
+    def state(self) -> dict:
+        """The faults in force: links down (by their switch port), rate caps (by end,
+        bits per second), flaps with where they are."""
+        return {
+            "down": sorted(self._name(e) for e in self.down),
+            "rates": {self._name(e): b for e, b in sorted(self.rates.items())},
+            "flaps": [
+                {"target": t, "period": f.period, "left": f.left, "down": f.down, "next": f.next}
+                for t, f in self.flaps.items()
+            ],
+        }
+
+    def restore(self, doc: dict, where: str) -> None:
+        """Bring back a :meth:`state` (``up --resume``), without writing its events
+        again; a name the networks do not have is refused (``where``: the journal)."""
+        ends: dict[str, tuple[str, str]] = {}
+        for a, b in self.nets.links:
+            for e in (a, b):
+                ends[self._name(e)] = e
+        for i, text in enumerate(doc.get("down", [])):
+            if text not in ends or ends[text][0] not in self.nets.switches:
+                raise _bad(f"{where}: net.down.{i}", f"{text!r}: no switch port of a cable")
+        for text in doc.get("rates", {}):
+            if text not in ends:
+                raise _bad(f"{where}: net.rates", f"{text!r}: no end of a cable")
+        for i, f in enumerate(doc.get("flaps", [])):
+            try:
+                self.links(f["target"])
+            except InputError:
+                raise _bad(f"{where}: net.flaps.{i}.target", repr(f["target"])) from None
+        for text in doc.get("down", []):
+            self._state(ends[text], False)
+            self.down.add(ends[text])
+        for text, bits in doc.get("rates", {}).items():
+            self._rate(ends[text], bits)
+        for f in doc.get("flaps", []):
+            self.flaps[f["target"]] = Flap(f["period"], f["left"], f["down"], f["next"])
+
+
+@dataclass
+class Flap:
+    """A flap of the other networks: its period, the flaps left, whether its target is
+    down now, when its next change is due (the fabric's clock)."""
+
+    period: float
+    left: int
+    down: bool
+    next: float

@@ -140,11 +140,13 @@ class Event(_Strict):
 
 class Net(_Strict):
     op: Literal["net"]
-    target: str = Field(min_length=1, max_length=1000)
-    action: Literal["down", "up", "rate", "netem"]
+    target: str = Field("", max_length=1000)  # none only with "list"
+    action: Literal["down", "up", "flap", "rate", "netem", "list"]
     rate: str | None = Field(None, max_length=40)  # none with "rate": lift the cap
     delay_ms: float | None = Field(None, ge=0, le=60_000)
     loss_pct: float | None = Field(None, ge=0, le=100)
+    period: float | str = 2.0  # a flap's (a duration: checked where it is used)
+    count: int = 1
 
 
 class Collective(_Strict):

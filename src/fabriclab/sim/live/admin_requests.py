@@ -20,6 +20,7 @@ from . import durations, watch
 from .api import LiveFabric
 from .collectives import live as collectives
 from .events import Kind
+from .faults.options import flap_options
 
 OPS = tuple(m.OPS)
 
@@ -158,11 +159,21 @@ def _net(live: LiveFabric, r: m.Net) -> dict:
         raise InputError(
             [Problem("net", "this fabric's other networks are not built (up --networks)")]
         )
+    if r.action == "list":
+        return faults.state()
+    if not r.target:
+        raise InputError([Problem("target", "name a link, an Ethernet switch or a network")])
     if r.action in ("down", "up"):
-        return faults.set_down(r.target, r.action == "down")
-    if r.action == "rate":
-        return faults.set_rate(r.target, r.rate)
-    return faults.set_netem(r.target, r.delay_ms, r.loss_pct)
+        out = faults.set_down(r.target, r.action == "down")
+    elif r.action == "flap":
+        opts = flap_options({"period": r.period, "count": r.count}, not live.clock.virtual)
+        out = faults.flap(r.target, opts["period"], opts["count"])
+    elif r.action == "rate":
+        out = faults.set_rate(r.target, r.rate)
+    else:
+        out = faults.set_netem(r.target, r.delay_ms, r.loss_pct)
+    live.save()  # journaled, and the loop's next wake-up worked out anew (a flap's)
+    return out
 
 
 _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {

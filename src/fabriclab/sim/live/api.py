@@ -62,6 +62,7 @@ class LiveFabric:
     ):
         self.server = server
         self.net_faults = None  # the other networks' faults, when up --networks built them
+        self._net_resumed: dict | None = None  # the journal's, until they are
         self._mads_seen = 0  # the server's MAD count at the last periodic save's check
         self.name = name
         self.sim = server.sim
@@ -199,7 +200,11 @@ class LiveFabric:
     # --- time -------------------------------------------------------------------------
 
     def _next_due(self, horizon: float | None = None) -> float | None:
-        due = [self.book.next_due(horizon), self._step_due()]
+        due = [
+            self.book.next_due(horizon),
+            self._step_due(),
+            self.net_faults and self.net_faults.next_due(),
+        ]
         known = [d for d in due if d is not None]
         return min(known) if known else None
 
@@ -233,6 +238,8 @@ class LiveFabric:
         long run up to ``horizon`` waits for it, and is coalesced)."""
         self.book.run_due(now, horizon)
         self.scenarios = scenario_run.run_due(self, self.scenarios, now)
+        if self.net_faults is not None:
+            self.net_faults.run_due(now)
 
     def catch_up(self) -> None:
         """Bring errors, traffic, flaps and scenarios up to the clock's now (wall time:
@@ -395,7 +402,7 @@ class LiveFabric:
 
     def snapshot(self, counters: bool = True, flows: bool = True) -> dict:
         """Everything ``--resume`` needs (``counters``, ``flows`` False: without them)."""
-        return journal_doc.snapshot(
+        doc = journal_doc.snapshot(
             self.meta,
             self.clock,
             self.book,
@@ -405,6 +412,15 @@ class LiveFabric:
             counters,
             flows,
         )
+        net = self.net_faults.state() if self.net_faults is not None else self._net_resumed
+        return doc if net is None else {**doc, "net": net}
+
+    def attach_net(self, faults) -> None:
+        """The other networks' faults (``up --networks`` built them: :class:`..lan.faults.
+        NetFaults`), with what a resumed journal had of them brought back."""
+        if self._net_resumed is not None:
+            faults.restore(self._net_resumed, "journal")
+        self.net_faults, self._net_resumed = faults, None
 
     def save(self, whole: bool = False) -> None:
         """Write the journal now: a line with what changed, or (``whole``) the whole of
@@ -433,6 +449,7 @@ class LiveFabric:
             lambda step: scenario_run.check_step(self, step),
             source,
         )
+        self._net_resumed = doc.get("net")  # brought back once the networks are built
         self.ledger.forget()  # the ports' Counters are new
         self.writer.flows_saved = False
         self._last = self.clock.now()

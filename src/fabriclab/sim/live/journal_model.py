@@ -120,6 +120,24 @@ class FlowDoc(_Model):
 CounterEntry = tuple[Tally, Tally, Tally, Tally, Tally]
 
 
+class NetFlapDoc(_Model):
+    """A flap of the other networks (:class:`...lan.faults.Flap`)."""
+
+    target: Text
+    period: Annotated[float, Field(gt=0, le=86400)]
+    left: Annotated[int, Field(ge=1, le=100000)]
+    down: bool
+    next: Seconds
+
+
+class NetDoc(_Model):
+    """The other networks' faults (:meth:`...lan.faults.NetFaults.state`)."""
+
+    down: Annotated[list[Text], Field(max_length=1 << 20)] = []
+    rates: dict[Text, Annotated[int, Field(ge=8_000, le=10**12)]] = {}
+    flaps: Annotated[list[NetFlapDoc], Field(max_length=1 << 20)] = []
+
+
 class JournalDoc(_Model):
     """The whole journal (:func:`.journal_doc.snapshot`)."""
 
@@ -133,6 +151,7 @@ class JournalDoc(_Model):
     scenarios: list[ScenarioDoc] = []
     traffic: list[FlowDoc] = []
     counters: dict[PortKey, CounterEntry] = {}
+    net: NetDoc | None = None
 
 
 def problem(e: ValidationError, prefix: tuple = ()) -> str:

@@ -331,10 +331,13 @@ def _serve(
     if req.networks and cluster.networks is not None:
         phases.phase("serving", "building the other networks")
         made = lan.build(name, cluster.networks)
-        live.net_faults = lan_faults.NetFaults(
-            name,
-            cluster.networks,
-            lambda what, obj, desc: live.event(events.NET_KINDS[what], obj, desc),
+        live.attach_net(
+            lan_faults.NetFaults(
+                name,
+                cluster.networks,
+                lambda what, obj, desc: live.event(events.NET_KINDS[what], obj, desc),
+                live.clock.now,
+            )
         )
         say(f"networks: {len(made)} namespaces (ip netns list; fabriclab networks --name {name})")
     inst.save()

@@ -38,6 +38,23 @@ def bad(where: str, what: str) -> InputError:
     return InputError([Problem(where, what)])
 
 
+def flap_options(opts: dict, wall: bool) -> dict:
+    """A flap's ``period`` (seconds) and ``count``, checked (the compute fabric's and the
+    other networks' flaps alike)."""
+    period = durations.seconds(opts.get("period", 2.0), "--period", MIN_PERIOD, 86400)
+    if wall and period < MIN_WALL_PERIOD:
+        raise bad(
+            "--period",
+            f"{period:g} s is shorter than the {MIN_WALL_PERIOD:g} s a wall clock can honour "
+            f"(the server loop's tick); a virtual clock (up --virtual-clock) takes down to "
+            f"{MIN_PERIOD:g} s",
+        )
+    count = _number(int, opts.get("count", 1), "--count")
+    if not 1 <= count <= 100000:
+        raise bad("--count", f"{count}: want 1 to 100000 flaps")
+    return {"period": period, "count": count}
+
+
 def check_options(kind: str, target: Target, opts: dict, wall: bool = False) -> dict:
     """The options of a fault of ``kind`` on ``target``, checked and normalised (an
     InputError naming the first bad one); ``wall``: the fabric runs on wall time."""
@@ -55,18 +72,7 @@ def check_options(kind: str, target: Target, opts: dict, wall: bool = False) -> 
     if kind == "nvlink":
         out = {"gpus": _gpu_list(opts.get("gpus"))}
     if kind == "flap":
-        period = durations.seconds(opts.get("period", 2.0), "--period", MIN_PERIOD, 86400)
-        if wall and period < MIN_WALL_PERIOD:
-            raise bad(
-                "--period",
-                f"{period:g} s is shorter than the {MIN_WALL_PERIOD:g} s a wall clock can honour "
-                f"(the server loop's tick); a virtual clock (up --virtual-clock) takes down to "
-                f"{MIN_PERIOD:g} s",
-            )
-        count = _number(int, opts.get("count", 1), "--count")
-        if not 1 <= count <= 100000:
-            raise bad("--count", f"{count}: want 1 to 100000 flaps")
-        out = {"period": period, "count": count}
+        out = flap_options(opts, wall)
     elif kind == "degrade":
         p = target.ports[0]
         out = _degrade_options(where, p, opts.get("width"), opts.get("speed"))
