@@ -10,8 +10,9 @@ and removed through netlink (pyroute2):
 - every endpoint interface has its address, and loopback is up everywhere;
 - an lldpd runs in every namespace (:mod:`.lldp`).
 
-Nothing is made in the namespace this runs in but the veth pairs, for a moment, before
-their ends are moved.  :func:`teardown` removes every namespace with the fabric's
+Nothing is made in the namespace this runs in: each cable is made in its switch's
+namespace, its far end put straight into its own, and each namespace is then set up
+through one netlink handle.  :func:`teardown` removes every namespace with the fabric's
 prefix (and the veth ends in them with it), after ending the processes still in them:
 what a crash left behind is cleaned by the next ``up`` of the same name and by ``down``.
 """
@@ -23,7 +24,7 @@ import os
 import signal
 import time
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import NetNS, netns
 
 from ...errors import InputError, Problem
 from ...model.networks import Networks
@@ -46,13 +47,8 @@ def build(fabric: str, nets: Networks) -> list[str]:
             ns = namespace(fabric, node)
             netns.create(ns)
             made.append(ns)
-            with NetNS(ns) as n:
-                n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
-                if node in nets.switches:
-                    n.link("add", ifname=BRIDGE, kind="bridge")
-                    n.link("set", index=n.link_lookup(ifname=BRIDGE)[0], state="up")
         _cables(fabric, nets)
-        _addresses(fabric, nets)
+        _configure(fabric, nets)
         lldp.start(fabric, nets)
     except BaseException:
         teardown(fabric)
@@ -61,30 +57,41 @@ def build(fabric: str, nets: Networks) -> list[str]:
 
 
 def _cables(fabric: str, nets: Networks) -> None:
-    tag = f"{os.getpid() % 0xFFF:x}"
-    with IPRoute() as ipr:
-        for k, ((a, ia), (b, ib)) in enumerate(nets.links):
-            ta, tb = f"fl{k:x}a{tag}", f"fl{k:x}b{tag}"  # at most 15 bytes
-            ipr.link("add", ifname=ta, kind="veth", peer=tb)
-            for temp, node in ((ta, a), (tb, b)):
-                ipr.link(
-                    "set", index=ipr.link_lookup(ifname=temp)[0], net_ns_fd=namespace(fabric, node)
-                )
-            for temp, node, name in ((ta, a, ia), (tb, b, ib)):
-                with NetNS(namespace(fabric, node)) as n:
-                    i = n.link_lookup(ifname=temp)[0]
-                    n.link("set", index=i, ifname=name)
-                    if node in nets.switches:
-                        n.link("set", index=i, master=n.link_lookup(ifname=BRIDGE)[0])
-                    n.link("set", index=i, state="up")
+    """Every cable made from its switch's namespace, one handle each: the veth pair
+    made there under both its final names, the far end put straight into its own
+    namespace (an uplink's into the other switch's)."""
+    by_switch: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+    for a, b in nets.links:
+        sw, far = (a, b) if a[0] in nets.switches else (b, a)
+        by_switch.setdefault(sw[0], []).append((sw[1], far))
+    for sw, cables in by_switch.items():
+        with NetNS(namespace(fabric, sw)) as n:
+            for port, (node, iface) in cables:
+                peer = {"ifname": iface, "net_ns_fd": namespace(fabric, node)}
+                n.link("add", ifname=port, kind="veth", peer=peer)
 
 
-def _addresses(fabric: str, nets: Networks) -> None:
-    for ep in nets.endpoints.values():
-        with NetNS(namespace(fabric, ep.name)) as n:
-            for iface in ep.interfaces:
-                addr, length = iface.address.split("/")
+def _configure(fabric: str, nets: Networks) -> None:
+    """In each namespace, one handle: loopback up; a switch's bridge and its ports in
+    it, up; an endpoint's interfaces up with their addresses."""
+    ports: dict[str, list[str]] = {}
+    for link in nets.links:
+        for node, iface in link:
+            ports.setdefault(node, []).append(iface)
+    for node in [*nets.endpoints, *nets.switches]:
+        with NetNS(namespace(fabric, node)) as n:
+            n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
+            if node in nets.switches:
+                n.link("add", ifname=BRIDGE, kind="bridge")
+                br = n.link_lookup(ifname=BRIDGE)[0]
+                n.link("set", index=br, state="up")
+                for port in ports.get(node, []):
+                    n.link("set", index=n.link_lookup(ifname=port)[0], master=br, state="up")
+                continue
+            for iface in nets.endpoints[node].interfaces:
                 i = n.link_lookup(ifname=iface.name)[0]
+                n.link("set", index=i, state="up")
+                addr, length = iface.address.split("/")
                 n.addr("add", index=i, address=addr, prefixlen=int(length))
 
 
