@@ -93,3 +93,12 @@ def test_a_journal_naming_what_the_networks_lack_is_refused_before_anything(lab)
         with pytest.raises(InputError, match=re.escape(where)):
             faults.restore(doc, "journal")
     assert faults.state() == {"down": [], "rates": {}, "flaps": []}
+
+
+def test_networks_beyond_the_memory_are_refused_in_one_line(lab):
+    from fabriclab.sim.lan.build import MB_PER_NAMESPACE, check_room
+
+    n = len(lab.networks.endpoints) + len(lab.networks.switches)
+    check_room(lab.networks, available_mb=n * MB_PER_NAMESPACE * 2)
+    with pytest.raises(InputError, match=r"--networks: 10 namespaces would take about 25 MB"):
+        check_room(lab.networks, available_mb=n * MB_PER_NAMESPACE)

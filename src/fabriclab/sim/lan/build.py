@@ -32,7 +32,42 @@ from . import lldp
 from .names import NETNS_DIR, existing, namespace
 
 BRIDGE = "br0"
-__all__ = ["build", "existing", "namespace", "teardown"]
+__all__ = ["build", "check_room", "existing", "namespace", "teardown"]
+
+
+# What one namespace takes, with its veth ends and its lldpd's two processes: 764 MB for
+# gb200-su's 311 (bench/networks.py, docs/networks.md#scale)
+MB_PER_NAMESPACE = 2.5
+ROOM_SHARE = 0.75  # of the memory the machine has available, at most
+
+
+def check_room(nets: Networks, available_mb: float | None = None) -> None:
+    """Refuse, in one line, networks that would take more than :data:`ROOM_SHARE` of the
+    memory this machine has available (``available_mb``: MemAvailable when not given);
+    beyond, the networks stay in the model (``fabriclab networks``) without namespaces."""
+    if available_mb is None:
+        available_mb = _mem_available_mb()
+    count = len(nets.endpoints) + len(nets.switches)
+    need = count * MB_PER_NAMESPACE
+    if need > ROOM_SHARE * available_mb:
+        raise InputError(
+            [
+                Problem(
+                    "--networks",
+                    f"{count} namespaces would take about {need:,.0f} MB and this machine "
+                    f"has {available_mb:,.0f} MB available; without --networks they stay "
+                    "in the model ('fabriclab networks' lists them)",
+                )
+            ]
+        )
+
+
+def _mem_available_mb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return float("inf")  # a kernel that does not say: not refused
 
 
 def build(fabric: str, nets: Networks) -> list[str]:

@@ -160,6 +160,8 @@ def _up(
         )
     if req.networks and (cluster.networks is None or not cluster.networks.endpoints):
         raise InputError([Problem("--networks", f"{req.spec} declares no networks")])
+    if req.networks and cluster.networks is not None:
+        lan.check_room(cluster.networks)
     log_file = state_dir(create=True) / f"{req.name}.log"
     networks = policy.networks
     if addr and any(not n.subnet_of(admission.LOOPBACK) for n in networks):
