@@ -97,10 +97,10 @@ def _cables(fabric: str, nets: Networks) -> None:
     namespace (an uplink's into the other switch's)."""
     by_switch: dict[str, list[tuple[str, tuple[str, str]]]] = {}
     for a, b in nets.links:
-        sw, far = (a, b) if a[0] in nets.switches else (b, a)
-        by_switch.setdefault(sw[0], []).append((sw[1], far))
-    for sw, cables in by_switch.items():
-        with NetNS(namespace(fabric, sw)) as n:
+        near, far = (a, b) if a[0] in nets.switches else (b, a)
+        by_switch.setdefault(near[0], []).append((near[1], far))
+    for switch, cables in by_switch.items():
+        with NetNS(namespace(fabric, switch)) as n:
             for port, (node, iface) in cables:
                 peer = {"ifname": iface, "net_ns_fd": namespace(fabric, node)}
                 n.link("add", ifname=port, kind="veth", peer=peer)
@@ -111,8 +111,8 @@ def _configure(fabric: str, nets: Networks) -> None:
     it, up; an endpoint's interfaces up with their addresses."""
     ports: dict[str, list[str]] = {}
     for link in nets.links:
-        for node, iface in link:
-            ports.setdefault(node, []).append(iface)
+        for end, name in link:
+            ports.setdefault(end, []).append(name)
     for node in [*nets.endpoints, *nets.switches]:
         with NetNS(namespace(fabric, node)) as n:
             n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
