@@ -1,11 +1,12 @@
 """The other networks of ``gb200-su`` built in Linux: ``fabriclab up gb200-su --networks``
-(144 trays, their 144 BMCs, 4 service nodes and 19 Ethernet switches: 311 namespaces,
-450 veth pairs, an lldpd in each namespace) timed to every namespace answering: the
-controller pings every tray over the front end and every BMC over out-of-band
-management, a storage node every tray over the storage network.  Printed: the time of
-``up``, of the first full round of pings, the memory the machine gave up (MemAvailable
-before and after, so the namespaces', veths' and lldpds' kernel and user memory
-together), the processes, and the time of ``down``.  Root.
+(144 trays, their 144 BMCs, 72 NVLink switch trays, 4 service nodes and 19 Ethernet
+switches: 383 namespaces, 522 veth pairs, an lldpd in each namespace) timed to every
+namespace answering: the controller pings every tray over the front end and every BMC
+and NVLink switch tray over out-of-band management, a storage node every tray over the
+storage network.  Printed: the time of ``up``, of the first full round of pings, the
+memory the machine gave up (MemAvailable before and after, so the namespaces', veths'
+and lldpds' kernel and user memory together), the processes, and the time of
+``down``.  Root.
 
     python bench/networks.py [--spec gb200-su]
 """
@@ -65,7 +66,8 @@ def main() -> None:
     ctl = next(n for n, k in kinds.items() if k == "service" and (n, "oob") in by)
     stor = next(n for (n, net) in by if net == "storage" and kinds[n] == "service")
     fe = [v for (n, net), v in by.items() if net == "frontend" and kinds[n] == "tray"]
-    oob = [v for (n, net), v in by.items() if net == "oob" and kinds[n] == "bmc"]
+    oob = [v for (n, net), v in by.items() if net == "oob" and kinds[n] in ("bmc", "nvswitch")]
+    switch_trays = sum(1 for k in kinds.values() if k == "nvswitch")
     st = [v for (n, net), v in by.items() if net == "storage" and kinds[n] == "tray"]
     before = mem_available_kb()
     t0 = time.perf_counter()
@@ -93,7 +95,8 @@ def main() -> None:
         ).stdout.strip()
         print(
             f"{a.spec} --networks: up {t_up:.1f} s; every namespace answering at {t_ping:.1f} s "
-            f"({len(fe)} trays over the front end, {len(oob)} BMCs over out-of-band management, "
+            f"({len(fe)} trays over the front end, {len(oob) - switch_trays} BMCs and "
+            f"{switch_trays} NVLink switch trays over out-of-band management, "
             f"{len(st)} trays over storage; {rounds} round(s), {len(missing)} unanswered); "
             f"{len(spaces)} namespaces, {lldpds} lldpd processes; memory given up "
             f"{used:.0f} MB (MemAvailable)"

@@ -106,3 +106,34 @@ def test_the_networks_command_prints_the_contracts_shape():
     for e in doc["endpoints"]:
         assert e["kind"] in ("tray", "bmc", "service", "switch")
         assert all(set(i) >= {"name", "network", "address", "peer"} for i in e["interfaces"])
+
+
+def test_nvlink_switch_trays_on_the_management_network():
+    doc = build(load_spec("gb200-su")).networks.to_json()
+    trays = [e for e in doc["endpoints"] if e["kind"] == "nvswitch"]
+    assert len(trays) == 8 * 9  # nine in each NVL72 rack's domain
+    first = trays[0]
+    assert first["name"] == "nvl72-r01-nvsw1"
+    assert first["interfaces"] == [
+        {"name": "eth0", "network": "oob", "address": "10.112.0.20/24", "peer": "SU1-OOB-R01[19]"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "endpoints", "message"),
+    [
+        ("gb200", "nvswitch:nvx", "no NVLink domain 'nvx'"),
+        ("h100", "nvswitch:d1", "NVLink domain 'd1' has no NVLink switch trays"),
+    ],
+)
+def test_switch_trays_of_what_has_none_are_one_line(gpu, endpoints, message):
+    text = BASE.replace("hcas: 1}", f"hcas: 1, gpu: {gpu}}}").replace(
+        "fabric:", "nvlink:\n  trays_per_domain: 3\n  name: d{n}\nfabric:"
+    )
+    text += (
+        f"  - {{name: m, kind: oob, subnet: 192.0.2.0/24, switches: [{{name: a, model: sn2201}}],"
+        f' attach: [{{endpoints: "{endpoints}", switch: a}}]}}\n'
+    )
+    with pytest.raises(SpecError) as e:
+        build(parse_spec_text(text, "s.yaml"))
+    assert message in str(e.value), str(e.value)

@@ -56,6 +56,7 @@ DEFAULT_INTERFACE = {
     ("tray", "inband"): "eno1",
     ("tray", "oob"): "eno1",
     ("bmc", "oob"): "eth0",
+    ("nvswitch", "oob"): "eth0",  # an NVLink switch tray's management port (NVOS)
     ("service", "frontend"): "eno1",
     ("service", "storage"): "eno2",
     ("service", "oob"): "eno3",

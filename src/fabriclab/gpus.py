@@ -14,6 +14,10 @@ Sources:
   SM90_NVLINK_BW); 18 x 20.6 = 371 GB/s is the ring bus bandwidth NVIDIA quotes for 8
   H100 ("NCCL can get an effective NVLink bandwidth of 370GB/s", NVIDIA/nccl-tests
   issue 212).
+- NVLink switch trays: a GB200 NVL72 rack's NVLink domain is 18 compute trays and 9
+  NVLink switch trays, each with its own management port (NVIDIA GB200 NVL72 product
+  page and DGX SuperPOD GB200 reference architecture); an HGX B200 or H100 board
+  carries its NVSwitch chips, so its domain has none.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class GpuModel:
     link_GBps: float
     nccl_link_GBps: float
     compute_capability: int
+    switch_trays: int = 0  # NVLink switch trays in a domain of these (their own hosts)
 
     @property
     def nvlink_GBps(self) -> float:
@@ -48,7 +53,7 @@ class GpuModel:
 MODELS = {
     m.key: m
     for m in (
-        GpuModel("gb200", "NVIDIA GB200", 18, 50.0, 40.1, 100),
+        GpuModel("gb200", "NVIDIA GB200", 18, 50.0, 40.1, 100, switch_trays=9),
         GpuModel("b200", "NVIDIA B200", 18, 50.0, 40.1, 100),
         GpuModel("h100", "NVIDIA H100 80GB HBM3", 18, 25.0, 20.6, 90),
     )

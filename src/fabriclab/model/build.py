@@ -56,7 +56,7 @@ def build(spec: Spec) -> Cluster:
         cold_start=spec.lids.power_on == "cold",
     )
     cluster.warnings = outgrown(spec, cluster)
-    cluster.networks = build_networks(spec, assembly.trays)
+    cluster.networks = build_networks(spec, assembly.trays, domains)
     return cluster
 
 

@@ -14,14 +14,16 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from .. import gpus
 from ..errors import Problem, SpecError
 from ..ethernet import DEFAULT_INTERFACE, SWITCH_MODELS, port_name
 from ..spec import hostlist
 from ..spec.schema import Spec
 from ..spec.schema.networks import Network
-from .cluster import Tray
+from .cluster import Domain, Tray
 
 BMC_SUFFIX = "-bmc"
+NVSWITCH_SUFFIX = "-nvsw"  # an NVLink domain's switch trays: DOMAIN-nvsw1 ...
 _END = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\[(\d+)\]$")
 
 
@@ -47,7 +49,7 @@ class Endpoint:
     BMC belongs to)."""
 
     name: str
-    kind: str  # tray | bmc | service
+    kind: str  # tray | bmc | service | nvswitch
     interfaces: list[Interface] = field(default_factory=list)
     tray: str | None = None
 
@@ -127,22 +129,45 @@ def _bad(where: str, what: str) -> SpecError:
     return SpecError([Problem(where, what)])
 
 
+def switch_tray_names(domain: Domain) -> list[str]:
+    """The NVLink switch trays of ``domain`` (as many as its GPUs' model has:
+    :data:`...gpus.MODELS`), each a host on the management network."""
+    model = gpus.model(domain.trays[0].gpu_model) if domain.trays else None
+    count = model.switch_trays if model is not None else 0
+    return [f"{domain.name}{NVSWITCH_SUFFIX}{k}" for k in range(1, count + 1)]
+
+
 def _endpoints(
-    text: str, where: str, trays: dict[str, Tray], services: set[str]
+    text: str, where: str, trays: dict[str, Tray], services: set[str], domains: dict[str, Domain]
 ) -> list[tuple[str, str]]:
     """An attach's endpoints as (name, kind)."""
     kind, sep, names = text.partition(":")
     if not sep:
         kind, names = "tray", text
-    if kind not in ("tray", "bmc", "service"):
+    if kind not in ("tray", "bmc", "service", "nvswitch"):
         raise _bad(
-            where, f"unknown endpoint kind {kind!r}: write HOSTS, bmc:HOSTS or service:NAMES"
+            where,
+            f"unknown endpoint kind {kind!r}: write HOSTS, bmc:HOSTS, service:NAMES or "
+            "nvswitch:DOMAINS",
         )
     try:
         hosts = hostlist.expand(names)
     except hostlist.HostlistError as e:
         raise _bad(where, str(e)) from None
     out = []
+    if kind == "nvswitch":
+        for d in hosts:
+            if d not in domains:
+                raise _bad(where, f"no NVLink domain {d!r}")
+            found = switch_tray_names(domains[d])
+            if not found:
+                raise _bad(
+                    where,
+                    f"NVLink domain {d!r} has no NVLink switch trays (its GPUs' NVSwitches "
+                    "are on their baseboards)",
+                )
+            out += [(n, kind) for n in found]
+        return out
     for h in hosts:
         if kind in ("tray", "bmc") and h not in trays:
             raise _bad(where, f"no tray {h!r}")
@@ -152,12 +177,15 @@ def _endpoints(
     return out
 
 
-def build_networks(spec: Spec, trays: list[Tray]) -> Networks:
-    """The spec's networks over ``trays``; SpecError naming the key at fault."""
+def build_networks(spec: Spec, trays: list[Tray], domains: list[Domain] | None = None) -> Networks:
+    """The spec's networks over ``trays`` and the NVLink ``domains``' switch trays;
+    SpecError naming the key at fault."""
     nets = Networks()
     by_host = {t.host: t for t in trays}
     services = {s.name for s in spec.services}
-    taken_names = set(by_host) | services
+    domains = domains or []
+    by_domain = {d.name: d for d in domains}
+    taken_names = set(by_host) | services | {n for d in domains for n in switch_tray_names(d)}
     for ni, net in enumerate(spec.networks):
         where = f"networks[{ni}]"
         if any(n.name == net.name for n in nets.networks):
@@ -167,12 +195,12 @@ def build_networks(spec: Spec, trays: list[Tray]) -> Networks:
             if sw.name in nets.switches or sw.name in taken_names:
                 raise _bad(f"{where}.switches[{si}].name", f"name {sw.name!r} is taken")
             nets.switches[sw.name] = EthSwitch(sw.name, net.name, sw.model)
-        _attach(nets, net, where, by_host, services)
+        _attach(nets, net, where, by_host, services, by_domain)
         _uplinks(nets, net, where)
     return nets
 
 
-def _attach(nets: Networks, net: Network, where: str, by_host, services) -> None:
+def _attach(nets: Networks, net: Network, where: str, by_host, services, domains) -> None:
     subnet = ipaddress.IPv4Network(net.subnet)
     free = (a for a in subnet.hosts() if str(a) != net.gateway)
     for ai, att in enumerate(net.attach):
@@ -182,7 +210,7 @@ def _attach(nets: Networks, net: Network, where: str, by_host, services) -> None
             raise _bad(f"{at}.switch", f"no switch {att.switch!r} in network {net.name!r}")
         nports = SWITCH_MODELS[sw.model].ports
         for k, (name, kind) in enumerate(
-            _endpoints(att.endpoints, f"{at}.endpoints", by_host, services)
+            _endpoints(att.endpoints, f"{at}.endpoints", by_host, services, domains)
         ):
             port = att.first_port + k
             if port > nports:

@@ -46,9 +46,10 @@ class NetSwitch(Strict):
 
 class Attach(Strict):
     """Endpoints cabled to a switch: ``endpoints`` a hostlist of trays, of their BMCs
-    (``bmc:HOSTLIST``: the BMC of each tray, named HOST-bmc) or of service nodes
-    (``service:NAMES``); each one's ``interface`` to the switch's ports from
-    ``first_port`` on, in order."""
+    (``bmc:HOSTLIST``: the BMC of each tray, named HOST-bmc), of service nodes
+    (``service:NAMES``) or of NVLink domains' switch trays (``nvswitch:DOMAINS``: each
+    domain's, named DOMAIN-nvsw1 ...); each one's ``interface`` to the switch's ports
+    from ``first_port`` on, in order."""
 
     endpoints: str
     interface: IfName | None = None  # default by the endpoint's kind (fabriclab.ethernet)
