@@ -41,6 +41,14 @@ def test_lab_networks_as_ip_and_ping_see_them(real_tools, tmp_path):
         def ping(src: str, dst: tuple[str, str]):
             return f.fabriclab("exec", "--name", f.name, src, "--", *PING, addr[dst])
 
+        # routes as declared: the default through the front end's gateway, which its
+        # switch answers; the BMC's network declares none
+        routes = f.ok("exec", "--name", f.name, "sched-worker1", "--", "ip", "route")
+        assert "default via 10.107.111.1 dev enp1s0f0np0" in routes, routes
+        gw = f.fabriclab("exec", "--name", f.name, "sched-worker1", "--", *PING, "10.107.111.1")
+        assert gw.returncode == 0, gw.stdout
+        routes = f.ok("exec", "--name", f.name, "sched-worker1-bmc", "--", "ip", "route")
+        assert "default" not in routes, routes
         # the controller over the front end, the storage node over the storage network
         assert ping("sched-worker1", ("sched-controller", "frontend")).returncode == 0
         assert ping("sched-worker1", ("sched-storage", "storage")).returncode == 0

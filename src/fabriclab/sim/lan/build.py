@@ -8,6 +8,10 @@ and removed through netlink (pyroute2):
   it (a tray's ``enp1s0f0np0``, a switch's ``swp3``);
 - every switch namespace holds a bridge, ``br0``, whose ports are its cables' ends;
 - every endpoint interface has its address, and loopback is up everywhere;
+- a network's gateway is answered by its first switch (the address on its bridge), and
+  an endpoint's default route is through the gateway of its front end (else in-band
+  management, pod, out-of-band, storage: the first of its networks that has one);
+  nothing forwards beyond, so traffic to any other address ends at the switch;
 - an lldpd runs in every namespace (:mod:`.lldp`).
 
 Nothing is made in the namespace this runs in: each cable is made in its switch's
@@ -32,6 +36,8 @@ from . import lldp
 from .names import NETNS_DIR, existing, namespace
 
 BRIDGE = "br0"
+# which network's gateway an endpoint on several routes through by default
+_ROUTE_ORDER = ("frontend", "inband", "pod", "oob", "storage")
 __all__ = ["build", "check_room", "existing", "namespace", "teardown"]
 
 
@@ -113,6 +119,11 @@ def _configure(fabric: str, nets: Networks) -> None:
     for link in nets.links:
         for end, name in link:
             ports.setdefault(end, []).append(name)
+    gateways = {n.name: n for n in nets.networks if n.gateway}
+    answering = {}  # the switch that answers for each network's gateway: its first
+    for sw in nets.switches.values():
+        if sw.network in gateways:
+            answering.setdefault(sw.network, sw.name)
     for node in [*nets.endpoints, *nets.switches]:
         with NetNS(namespace(fabric, node)) as n:
             n.link("set", index=n.link_lookup(ifname="lo")[0], state="up")
@@ -122,12 +133,20 @@ def _configure(fabric: str, nets: Networks) -> None:
                 n.link("set", index=br, state="up")
                 for port in ports.get(node, []):
                     n.link("set", index=n.link_lookup(ifname=port)[0], master=br, state="up")
+                net = nets.switches[node].network
+                if answering.get(net) == node:
+                    length = int(gateways[net].subnet.split("/")[1])
+                    n.addr("add", index=br, address=gateways[net].gateway, prefixlen=length)
                 continue
             for iface in nets.endpoints[node].interfaces:
                 i = n.link_lookup(ifname=iface.name)[0]
                 n.link("set", index=i, state="up")
                 addr, length = iface.address.split("/")
                 n.addr("add", index=i, address=addr, prefixlen=int(length))
+            routed = [i for i in nets.endpoints[node].interfaces if i.network in gateways]
+            if routed:  # the default route: by the network kinds' order, front end first
+                best = min(routed, key=lambda i: _ROUTE_ORDER.index(gateways[i.network].kind))
+                n.route("add", dst="default", gateway=gateways[best.network].gateway)
 
 
 def _pids_in(ns: str) -> list[int]:
