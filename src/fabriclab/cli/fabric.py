@@ -245,7 +245,14 @@ def down(name: str | None = NameOpt) -> None:
     from ..sim.run import records
 
     name = fabric_name(name)
-    inst = records.stop(name)
+    try:
+        inst = records.stop(name)
+    except records.NotRunning:
+        removed = records.clean_networks(name)  # a server killed outright left them
+        if not removed:
+            raise
+        say(f"fabric {name!r} was not running; removed the {removed} network namespaces it left")
+        return
     say(f"fabric {name!r} down (pid {inst.pid})")
 
 

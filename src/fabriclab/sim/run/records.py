@@ -242,12 +242,19 @@ def stop(name: str, timeout: float = 10.0) -> Instance:
             time.sleep(0.05)
     if inst.sm_pid:
         signal_recorded(inst.sm_pid, inst.sm_start, inst.sm_cmdline, signal.SIGKILL)
-    if os.geteuid() == 0 and lan_names.existing(name):  # what a killed server left of its networks
-        from ..lan.build import teardown  # (netlink loaded only when there is work for it)
-
-        teardown(name)
+    clean_networks(name)
     inst.path.unlink(missing_ok=True)
     return inst
+
+
+def clean_networks(name: str) -> int:
+    """Remove what a killed server of fabric ``name`` left of its networks (root only):
+    its namespaces and the processes in them; how many namespaces."""
+    if os.geteuid() != 0 or not lan_names.existing(name):
+        return 0
+    from ..lan.build import teardown  # (netlink loaded only when there is work for it)
+
+    return len(teardown(name))
 
 
 def check_name_free(name: str, local: bool) -> None:
