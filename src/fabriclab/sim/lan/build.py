@@ -120,7 +120,7 @@ def _configure(fabric: str, nets: Networks) -> None:
         for end, name in link:
             ports.setdefault(end, []).append(name)
     gateways = {n.name: n for n in nets.networks if n.gateway}
-    answering = {}  # the switch that answers for each network's gateway: its first
+    answering: dict[str, str] = {}  # the switch that answers for each network's gateway: its first
     for sw in nets.switches.values():
         if sw.network in gateways:
             answering.setdefault(sw.network, sw.name)
@@ -135,8 +135,8 @@ def _configure(fabric: str, nets: Networks) -> None:
                     n.link("set", index=n.link_lookup(ifname=port)[0], master=br, state="up")
                 net = nets.switches[node].network
                 if answering.get(net) == node:
-                    length = int(gateways[net].subnet.split("/")[1])
-                    n.addr("add", index=br, address=gateways[net].gateway, prefixlen=length)
+                    prefix = int(gateways[net].subnet.split("/")[1])
+                    n.addr("add", index=br, address=gateways[net].gateway, prefixlen=prefix)
                 continue
             for iface in nets.endpoints[node].interfaces:
                 i = n.link_lookup(ifname=iface.name)[0]
