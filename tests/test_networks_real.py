@@ -176,7 +176,13 @@ def test_a_crashed_fabrics_namespaces_are_cleaned_by_the_next_up_and_by_down(rea
     assert [p for p in inside if os.path.exists(f"/proc/{p}")] == []
 
 
-def test_networks_need_a_spec_that_declares_them():
+def test_networks_need_a_spec_that_declares_them(tmp_path):
+    with fabric_up("lab", tmp_path) as f:  # declared, not built
+        r = f.fabriclab("check", "--name", f.name, "--lldp")
+        assert r.returncode == 2
+        assert r.stderr.strip() == (
+            f"error: --lldp: fabric {f.name!r} runs without its networks (up --networks)"
+        ), r.stderr
     spec = str(Path(__file__).parent / "specs" / "coll-rails.yaml")
     r = fl("up", spec, "--name", "nonets", "--networks", "--detach")
     assert r.returncode == 2

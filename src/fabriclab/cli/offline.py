@@ -299,11 +299,16 @@ def check(
     if lldp:
         from ..model import net_cabling
         from ..sim.lan import lldp as lan_lldp
+        from ..sim.lan.names import existing
 
         nets = cluster.networks
         if nets is None or not nets.links:
             raise InputError([Problem("--lldp", f"{spec} declares no networks")])
         assert fabric is not None
+        if not existing(fabric):
+            raise InputError(
+                [Problem("--lldp", f"fabric {fabric!r} runs without its networks (up --networks)")]
+            )
         lines += net_cabling.compare(nets, lan_lldp.cabling(fabric, nets, wait))
     if json_out:
         print_json({"problems": lines})
