@@ -97,7 +97,8 @@ def main() -> None:
             f"{a.spec} --networks: up {t_up:.1f} s; every namespace answering at {t_ping:.1f} s "
             f"({len(fe)} trays over the front end, {len(oob) - switch_trays} BMCs and "
             f"{switch_trays} NVLink switch trays over out-of-band management, "
-            f"{len(st)} trays over storage; {rounds} round(s), {len(missing)} unanswered); "
+            f"{len(st)} trays over storage; {rounds} round(s), {len(missing)} unanswered"
+            f"{': ' + ' '.join(missing[:5]) if missing else ''}); "
             f"{len(spaces)} namespaces, {lldpds} lldpd processes; memory given up "
             f"{used:.0f} MB (MemAvailable)"
         )

@@ -41,8 +41,8 @@ _ROUTE_ORDER = ("frontend", "inband", "pod", "oob", "storage")
 __all__ = ["build", "check_room", "existing", "namespace", "teardown"]
 
 
-# What one namespace takes, with its veth ends and its lldpd's two processes: 764 MB for
-# gb200-su's 311 (bench/networks.py, docs/networks.md#scale)
+# What one namespace takes, with its veth ends and its lldpd's two processes, rounded
+# up: 888 MB for gb200-su's 383, 2.3 MB each (bench/networks.py, docs/networks.md#scale)
 MB_PER_NAMESPACE = 2.5
 ROOM_SHARE = 0.75  # of the memory the machine has available, at most
 
@@ -88,6 +88,7 @@ def build(fabric: str, nets: Networks) -> list[str]:
             ns = namespace(fabric, node)
             netns.create(ns)
             made.append(ns)
+        _ipv4_only(made)
         _cables(fabric, nets)
         _configure(fabric, nets)
         lldp.start(fabric, nets)
@@ -95,6 +96,26 @@ def build(fabric: str, nets: Networks) -> list[str]:
         teardown(fabric)
         raise
     return made
+
+
+def _ipv4_only(namespaces: list[str]) -> None:
+    """IPv6 off in each of ``namespaces``, before any interface is made there.  The
+    spec's networks are IPv4; with IPv6 on, every interface's router solicitations
+    (repeated, with backoff, for as long as no router answers), MLD reports and
+    duplicate-address probes are flooded by the bridges to every port of the network,
+    and at gb200-su's size the floods overrun the kernel's per-CPU backlog, which every
+    veth delivery goes through (net.core.netdev_max_backlog, 1000; one machine-wide
+    setting, not ours to raise): some 40,000 packets a minute were dropped there after
+    up, ARP among them."""
+    netns.pushns()
+    try:
+        for ns in namespaces:
+            netns.setns(ns, flags=0)
+            for scope in ("all", "default"):  # what is there, and what comes
+                with open(f"/proc/sys/net/ipv6/conf/{scope}/disable_ipv6", "w") as f:
+                    f.write("1")
+    finally:
+        netns.popns()
 
 
 def _cables(fabric: str, nets: Networks) -> None:

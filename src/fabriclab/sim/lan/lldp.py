@@ -44,29 +44,34 @@ def socket(fabric: str, node: str) -> Path:
 
 def start(fabric: str, nets: Networks) -> int:
     """An lldpd in every namespace of ``nets``, named as the spec names its node and
-    configured before its first announcement (its system name from a UTS namespace of
-    its own, the rest from the fabric's configuration file, ``lldpd -O``); how many
-    were started.  They start side by side, at most :data:`START_BATCH` at once."""
+    configured before its first announcement (by its own configuration file, ``lldpd
+    -O``, applied before it resumes); how many were started.  They start side by side,
+    at most :data:`START_BATCH` at once.
+
+    The system name is configured, not left to lldpd: unconfigured, lldpd looks the
+    host's name up in DNS for a fully qualified one, and from a namespace whose default
+    route leads to a gateway that routes nowhere each lookup waits out the resolver's
+    timeouts, while its requests fill the machine-wide neighbour table."""
     d = fabric_dir(fabric)
     d.mkdir(parents=True, exist_ok=True)
-    conf = d / "lldpd.conf"
-    conf.write_text(
-        f"configure lldp portidsubtype ifname\nconfigure lldp tx-interval {TX_INTERVAL}\n"
-    )
     nodes = dict.fromkeys(nets.endpoints, "")
     nodes.update({s.name: SWITCH_MODELS[s.model].name for s in nets.switches.values()})
-    # lldpd daemonizes once its socket is bound: each start returns when it is ready
-    run = 'hostname "$0" && exec lldpd "$@"'
     todo = list(nodes.items())
     while todo:
         batch, todo = todo[:START_BATCH], todo[START_BATCH:]
         procs = []
         for node, descr in batch:
             sock = socket(fabric, node)
+            conf = sock.with_suffix(".conf")
+            conf.write_text(
+                f"configure system hostname {node}\n"
+                "configure lldp portidsubtype ifname\n"
+                f"configure lldp tx-interval {TX_INTERVAL}\n"
+            )
             argv = ["-u", str(sock), "-p", str(sock.with_suffix(".pid")), "-O", str(conf)]
             argv += ["-S", descr] if descr else []
-            enter = ["ip", "netns", "exec", namespace(fabric, node), "unshare", "--uts"]
-            cmd = [*enter, "sh", "-c", run, node, *argv]
+            # lldpd daemonizes once its socket is bound: each start returns when it is ready
+            cmd = ["ip", "netns", "exec", namespace(fabric, node), "lldpd", *argv]
             procs.append(
                 (node, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
             )
