@@ -40,3 +40,11 @@ def endpoint_namespace(fabric: str, nets: Networks | None, node: str) -> str | N
         return None
     ns = namespace(fabric, node)
     return ns if ns in existing(fabric) else None
+
+
+def in_namespace(ns: str) -> list[str]:
+    """The words that run a command in network namespace ``ns`` as ``ip netns exec``
+    does: its interfaces, addresses and routes the command's own, and /sys mounted
+    afresh in a private mount namespace so /sys/class/net (node_exporter's netdev
+    collector, ``ethtool``) shows them too."""
+    return ["ip", "netns", "exec", ns]

@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import InputError, Problem
 from ...model.fabric import Port
 from ...model.lookup import lookup
-from ..host import hostview
+from ..host import hostview, views
 from . import admin_model as m
 from . import durations, watch
 from .api import LiveFabric
@@ -95,6 +95,20 @@ def _scenario(live: LiveFabric, r: m.Scenario):
 
 def _advance(live: LiveFabric, r: m.Advance):
     return {"now": live.advance(durations.seconds(r.seconds, "SECONDS"))}
+
+
+def _topology_inputs(live: LiveFabric, r: m.TopologyInputs) -> dict:
+    """What ``fabriclab topology`` reads of the fabric now: the ibnetdiscover of
+    ``from`` (a tray; default: the first one with its link up) and every tray's
+    nvidia-smi answers, pdsh-prefixed; and what it knows of its cluster (its trays, its
+    NVLink domains' names)."""
+    live.catch_up()
+    cluster = live.resolver.cluster
+    return {
+        "ibnetdiscover": views.ibnetdiscover_now(cluster, live.sim, r.from_ or None),
+        "nvidia_smi": views.nvidia_smi_pdsh(cluster),
+        "cluster": views.cluster_facts(cluster),
+    }
 
 
 def _tray(live: LiveFabric, r: m.Tray):
@@ -184,8 +198,10 @@ _ANSWERS: dict[str, Callable[[LiveFabric, Any], Any]] = {
     "scenarios": lambda live, _r: live.scenarios_running(),
     "advance": _advance,
     "clock": lambda live, _r: {"now": live.clock.now(), "virtual": live.clock.virtual},
-    "nvidia-smi": lambda live, r: {"text": live.nvidia_smi(r.tray, r.args)},
-    "topology-inputs": lambda live, r: live.topology_inputs(r.from_ or None),
+    "nvidia-smi": lambda live, r: {
+        "text": views.nvidia_smi_on(live.resolver.cluster, r.tray, r.args)
+    },
+    "topology-inputs": _topology_inputs,
     "stats": _stats,
     "tray": _tray,
     "locate": _locate,

@@ -22,7 +22,6 @@ from ...errors import InputError, Problem
 from ...model.cluster import Cluster
 from ..fabric.links import BY_SM
 from ..fabric.state import SimPort
-from ..host import views
 from . import events as ev_mod
 from . import journal, journal_doc, scenario_run, watch
 from .clock import VirtualClock
@@ -378,25 +377,6 @@ class LiveFabric:
         self.writer.flows_saved = False
         self.save()
         return {"verb": verb, "ids": ids[:1000], "count": len(ids)}
-
-    # --- what tools on a tray see ---------------------------------------------------
-
-    def nvidia_smi(self, host: str, args: list[str]) -> str:
-        """What ``nvidia-smi ARGS`` prints on tray ``host`` now (NVLink faults and all)."""
-        return views.nvidia_smi_on(self.resolver.cluster, host, args)
-
-    def topology_inputs(self, where: str | None) -> dict:
-        """What ``fabriclab topology`` reads of the fabric now: the ibnetdiscover of
-        ``where`` (a tray; default: the first one with its link up) and every tray's
-        nvidia-smi answers, pdsh-prefixed; and what it knows of its cluster (its trays,
-        its NVLink domains' names)."""
-        self.catch_up()
-        cluster = self.resolver.cluster
-        return {
-            "ibnetdiscover": views.ibnetdiscover_now(cluster, self.sim, where),
-            "nvidia_smi": views.nvidia_smi_pdsh(cluster),
-            "cluster": views.cluster_facts(cluster),
-        }
 
     # --- the journal ------------------------------------------------------------------
 

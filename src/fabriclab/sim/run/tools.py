@@ -41,7 +41,7 @@ from ...statedir import state_dir
 from ..host import hostlib
 from ..host import sysfs as sysfs_tree
 from ..lan import lldp as lan_lldp
-from ..lan.names import endpoint_namespace
+from ..lan.names import endpoint_namespace, in_namespace
 from ..wire import procfs
 from ..wire.hostlink import host_socket
 from . import admin
@@ -284,21 +284,13 @@ def exec_tool(
     if ns is not None:
         if command[0] in ("lldpctl", "lldpcli") and "-u" not in command:
             argv[1:1] = ["-u", str(lan_lldp.socket(name, node))]
-        argv, exe = [*_in_namespace(ns), exe, *argv[1:]], _which("ip", env)
+        argv, exe = [*in_namespace(ns), exe, *argv[1:]], _which("ip", env)
     if way == "umad2sim" and not os.access(os.getcwd(), os.W_OK):
         tmp = tempfile.mkdtemp(prefix="fabriclab-exec-")
         say(f"warning: {os.getcwd()} is not writable; running in {tmp}")
         os.chdir(tmp)
     sys.stdout.flush()
     os.execve(exe, argv, env)
-
-
-def _in_namespace(ns: str) -> list[str]:
-    """The words that run a command in network namespace ``ns`` as ``ip netns exec``
-    does: its interfaces, addresses and routes the command's own, and /sys mounted
-    afresh in a private mount namespace so /sys/class/net (node_exporter's netdev
-    collector, ``ethtool``) shows them too."""
-    return ["ip", "netns", "exec", ns]
 
 
 def _which(tool: str, env: dict[str, str]) -> str:
@@ -351,7 +343,7 @@ def exec_mounted(name: str, tray: str, command: list[str], load: Loader) -> int:
     ns = endpoint_namespace(name, cluster.networks, tray)  # (its own /sys first: see there)
     with tempfile.TemporaryDirectory(prefix="fabriclab-mount-") as aside:
         argv = [unshare, "-m", "--propagation", "private", "sh", "-c", _MOUNT_SCRIPT, "sh"]
-        argv = [*_in_namespace(ns), *argv] if ns is not None else argv
+        argv = [*in_namespace(ns), *argv] if ns is not None else argv
         proc = subprocess.Popen([*argv, aside, str(tree), exe, *command[1:]])
         while True:
             try:
