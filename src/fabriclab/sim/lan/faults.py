@@ -23,6 +23,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from ...errors import InputError, Problem
 from ...ethernet import port_name
+from ...model import net_cabling
 from ...model.networks import Networks
 from .names import namespace
 
@@ -48,6 +49,11 @@ def parse_rate(text: str) -> int:
     if not 8_000 <= bits <= 1e12:
         raise _bad("--rate", f"{text!r}: between 8kbit and 1tbit")
     return int(bits)
+
+
+def _cable(sw_end: tuple[str, str], other: tuple[str, str]) -> str:
+    """A link as answers name it: ``SWITCH[port] -- NODE/IFACE``."""
+    return f"{sw_end[0]}[{sw_end[1][3:]}] -- {other[0]}/{other[1]}"
 
 
 class NetFaults:
@@ -105,7 +111,7 @@ class NetFaults:
                 continue
             self._state(sw_end, not down)
             (self.down.add if down else self.down.discard)(sw_end)
-            changed.append(f"{sw_end[0]}[{sw_end[1][3:]}] -- {other[0]}/{other[1]}")
+            changed.append(_cable(sw_end, other))
         what = "down" if down else "up"
         if kind == "link":
             for c in changed:
@@ -142,7 +148,7 @@ class NetFaults:
         for sw_end, other in links:
             for end in (sw_end, other):
                 self._rate(end, bits)
-            done.append(f"{sw_end[0]}[{sw_end[1][3:]}] -- {other[0]}/{other[1]}")
+            done.append(_cable(sw_end, other))
         if bits is None:
             self.emit(
                 "rate-cleared", target, f"{kind} {target}: rate cap lifted on {len(done)} link(s)"
@@ -191,7 +197,7 @@ class NetFaults:
             "action": "flap",
             "period": period,
             "count": count,
-            "links": [f"{a[0]}[{a[1][3:]}] -- {b[0]}/{b[1]}" for a, b in links],
+            "links": [_cable(a, b) for a, b in links],
         }
 
     def next_due(self) -> float | None:
@@ -213,9 +219,7 @@ class NetFaults:
     # --- the state, for listings and the journal ------------------------------------
 
     def _name(self, end: tuple[str, str]) -> str:
-        if end[0] in self.nets.switches:
-            return f"{end[0]}[{end[1][3:]}]"
-        return f"{end[0]}/{end[1]}"
+        return net_cabling.name(self.nets, end)
 
     def state(self) -> dict:
         """The faults in force: links down (by their switch port), rate caps (by end,

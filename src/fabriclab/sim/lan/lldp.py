@@ -56,36 +56,25 @@ def start(fabric: str, nets: Networks) -> int:
     d.mkdir(parents=True, exist_ok=True)
     nodes = dict.fromkeys(nets.endpoints, "")
     nodes.update({s.name: SWITCH_MODELS[s.model].name for s in nets.switches.values()})
-    todo = list(nodes.items())
-    while todo:
-        batch, todo = todo[:START_BATCH], todo[START_BATCH:]
-        procs = []
-        for node, descr in batch:
-            sock = socket(fabric, node)
-            conf = sock.with_suffix(".conf")
-            conf.write_text(
-                f"configure system hostname {node}\n"
-                "configure lldp portidsubtype ifname\n"
-                f"configure lldp tx-interval {TX_INTERVAL}\n"
-            )
-            argv = ["-u", str(sock), "-p", str(sock.with_suffix(".pid")), "-O", str(conf)]
-            argv += ["-S", descr] if descr else []
-            # lldpd daemonizes once its socket is bound: each start returns when it is ready
-            cmd = ["ip", "netns", "exec", namespace(fabric, node), "lldpd", *argv]
-            procs.append(
-                (node, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            )
-        for node, proc in procs:
-            try:
-                _, err = proc.communicate(timeout=START_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                raise FabriclabError(
-                    f"did not start in {START_TIMEOUT:g} s", f"lldpd of {node}"
-                ) from None
-            if proc.returncode:
-                last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
-                raise FabriclabError(f"did not start: {last}", f"lldpd of {node}")
+    cmds = {}
+    for node, descr in nodes.items():
+        sock = socket(fabric, node)
+        conf = sock.with_suffix(".conf")
+        conf.write_text(
+            f"configure system hostname {node}\n"
+            "configure lldp portidsubtype ifname\n"
+            f"configure lldp tx-interval {TX_INTERVAL}\n"
+        )
+        argv = ["-u", str(sock), "-p", str(sock.with_suffix(".pid")), "-O", str(conf)]
+        argv += ["-S", descr] if descr else []
+        # lldpd daemonizes once its socket is bound: each start returns when it is ready
+        cmds[node] = ["ip", "netns", "exec", namespace(fabric, node), "lldpd", *argv]
+    for node, (code, _, err) in _batched(cmds).items():
+        if code is None:
+            raise FabriclabError(f"did not start in {START_TIMEOUT:g} s", f"lldpd of {node}")
+        if code:
+            last = (err.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+            raise FabriclabError(f"did not start: {last}", f"lldpd of {node}")
     return len(nodes)
 
 
@@ -94,29 +83,34 @@ def neighbours(fabric: str, nodes: list[str]) -> list[tuple[tuple[str, str], tup
     system name and port id), each as (node, interface); a node whose lldpd does not
     answer sees none."""
     found = []
-    todo = list(nodes)
+    cmds = {node: ["lldpctl", "-u", str(socket(fabric, node)), "-f", "json0"] for node in nodes}
+    for node, (code, out, _) in _batched(cmds).items():
+        if code == 0:
+            found += [((node, i), far) for i, far in _parse(out)]
+    return found
+
+
+def _batched(cmds: dict[str, list[str]]) -> dict[str, tuple[int | None, bytes, bytes]]:
+    """Run each command (by its node), :data:`START_BATCH` at a time: each one's exit
+    status (None: it did not end within :data:`START_TIMEOUT` and was killed), output
+    and error output."""
+    done: dict[str, tuple[int | None, bytes, bytes]] = {}
+    todo = list(cmds.items())
     while todo:
         batch, todo = todo[:START_BATCH], todo[START_BATCH:]
         procs = [
-            (
-                node,
-                subprocess.Popen(
-                    ["lldpctl", "-u", str(socket(fabric, node)), "-f", "json0"],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                ),
-            )
-            for node in batch
+            (node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for node, cmd in batch
         ]
         for node, proc in procs:
             try:
-                out, _ = proc.communicate(timeout=START_TIMEOUT)
+                out, err = proc.communicate(timeout=START_TIMEOUT)
+                done[node] = (proc.returncode, out, err)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                continue
-            if proc.returncode == 0:
-                found += [((node, i), far) for i, far in _parse(out)]
-    return found
+                proc.communicate()
+                done[node] = (None, b"", b"")
+    return done
 
 
 def cabling(
